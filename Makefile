@@ -1,0 +1,63 @@
+# schedpolicy developer entry points. `make demo` and `make test` bootstrap
+# everything they need: the venv, Python packages and the Go-built control plane.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(VENV_STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "Python >= 3.11 is required (found: $$($(PYTHON) --version 2>&1)); set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $@
+
+.PHONY: venv
+venv: $(VENV_STAMP) ## create .venv with the package and dev tools
+
+.PHONY: tools
+tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools/bin
+	@bash tools/build.sh
+
+.PHONY: lint
+lint: venv ## ruff and mypy
+	$(VENV)/bin/ruff check operator localcluster tests
+	$(VENV)/bin/ruff format --check operator localcluster tests
+	$(VENV)/bin/mypy
+
+.PHONY: fmt
+fmt: venv ## format and autofix
+	$(VENV)/bin/ruff format operator localcluster tests
+	$(VENV)/bin/ruff check --fix operator localcluster tests
+
+.PHONY: cluster-up
+cluster-up: venv tools ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
+	$(PY) -m localcluster up
+
+.PHONY: cluster-down
+cluster-down: venv ## stop every process of the local control plane
+	$(PY) -m localcluster down
+
+.PHONY: unit
+unit: venv ## unit tests (no cluster)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+.PHONY: e2e
+e2e: venv tools ## e2e tests against the real local control plane
+	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+.PHONY: test
+test: lint unit e2e ## everything CI runs
+
+.PHONY: demo
+demo: cluster-up ## bring up the local cluster and show its nodes
+	@bash scripts/demo.sh

@@ -1,0 +1,53 @@
+"""`python -m localcluster up|down|status` (what `make cluster-up` / `make cluster-down` run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from localcluster.controlplane import DEFAULT_WORKDIR, ClusterError, LocalCluster
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster")
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    args = parser.parse_args()
+    cluster = LocalCluster(args.workdir)
+
+    if args.command == "down":
+        cluster.down()
+        print(f"local cluster in {cluster.workdir} stopped")
+        return 0
+    if args.command == "status":
+        up = cluster.healthy()
+        for record in cluster.supervisor.records():
+            print(
+                f"{record.name:<25} pid {record.pid:<8} {'running' if record.alive() else 'DEAD'}"
+            )
+        print(f"cluster: {'healthy' if up else 'not running'}")
+        return 0 if up else 1
+
+    start = time.monotonic()
+    print(
+        "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok"
+        f" in {cluster.workdir} ..."
+    )
+    try:
+        cluster.up()
+    except ClusterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"local cluster is up in {time.monotonic() - start:.1f}s;"
+        f" logs in {cluster.workdir / 'logs'}"
+    )
+    print(f"kubeconfig: {cluster.kubeconfig}")
+    print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,435 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver (RBAC on),
+kube-controller-manager, kube-scheduler and a KWOK controller for fake nodes.
+
+Every component is the upstream binary built by `make tools`; nothing is mocked.
+State lives in a work directory: pki/, etcd/, logs/ (one log per process, plus
+the apiserver audit log), pids/, kubeconfig and state.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster import binaries, topology
+from localcluster.pki import Authority, KeyPair, service_account_keys
+from localcluster.supervisor import Supervisor
+
+STAGES_DIR = Path(__file__).with_name("stages")
+DEFAULT_WORKDIR = binaries.REPO / ".cluster" / "local"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+STOP_ORDER = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+
+CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "clusterrole-aggregation-controller",
+    "pod-garbage-collector-controller",
+    "disruption-controller",
+    # Removes the node.kubernetes.io/not-ready taint that every new node starts with,
+    # once KWOK reports it Ready (and would taint it again if KWOK stopped renewing
+    # its Lease, as for a dead kubelet).
+    "node-lifecycle-controller",
+)
+
+# Writes are logged (with the request body for pod and node patches, so tests can
+# see exactly what was sent); reads and the fake nodes' lease renewals are not.
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "verbs": ["get", "list", "watch"]},
+        {"level": "None", "namespaces": ["kube-node-lease"]},
+        {"level": "None", "users": ["system:apiserver"]},
+        {
+            "level": "Request",
+            "verbs": ["patch", "update"],
+            "resources": [{"group": "", "resources": ["pods", "nodes"]}],
+        },
+        {"level": "Metadata"},
+    ],
+}
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+    @classmethod
+    def allocate(cls) -> Ports:
+        return cls(*(free_port() for _ in range(6)))
+
+
+def _kubeconfig(server: str, ca: Path, client: KeyPair, user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+            }
+        ],
+        "contexts": [{"name": "schedpolicy-local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "schedpolicy-local",
+    }
+
+
+class LocalCluster:
+    def __init__(self, workdir: Path = DEFAULT_WORKDIR) -> None:
+        self.workdir = workdir.resolve()
+        self.pki = self.workdir / "pki"
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.audit_log = self.workdir / "logs" / "audit.log"
+        self.state_file = self.workdir / "state.json"
+        self.supervisor = Supervisor(self.workdir)
+
+    # ---- queries -------------------------------------------------------------------------
+
+    @property
+    def ports(self) -> Ports:
+        return Ports(**json.loads(self.state_file.read_text())["ports"])
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+    def healthy(self) -> bool:
+        if not self.state_file.exists():
+            return False
+        if any(not r.alive() for r in self.supervisor.records()):
+            return False
+        return self._http_ok(f"{self.server}/readyz", self.ssl_context())
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            [str(binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def logs(self) -> list[Path]:
+        return sorted((self.workdir / "logs").glob("*.log"))
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def up(self, nodes: Iterable[topology.FakeNode] | None = None, timeout: float = 120) -> None:
+        lacking = binaries.missing()
+        if lacking:
+            raise ClusterError(
+                f"missing binaries in {binaries.bin_dir()}: {', '.join(lacking)}; run `make tools`"
+            )
+        self.down()
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)
+        self.workdir.mkdir(parents=True)
+        self.supervisor = Supervisor(self.workdir)
+        ports = Ports.allocate()
+        self.state_file.write_text(json.dumps({"ports": asdict(ports)}, indent=2))
+        try:
+            self._write_pki_and_configs(f"https://127.0.0.1:{ports.apiserver}")
+            self._start_etcd(ports)
+            self._start_apiserver(ports)
+            self._start_controller_manager(ports)
+            self._start_scheduler(ports)
+            self._start_kwok(ports)
+            self._wait_for_default_service_account(timeout)
+            self.create_nodes(topology.load() if nodes is None else nodes)
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        self.supervisor.stop_all(STOP_ORDER)
+
+    def stop_component(self, name: str) -> None:
+        self.supervisor.stop(name)
+
+    def restart_component(self, name: str, timeout: float = 60) -> None:
+        """Stop one component and start it again with the same command line."""
+        record = self.supervisor.get(name)
+        if record is None:
+            raise ClusterError(f"{name} is not running")
+        self.supervisor.stop(name)
+        self.supervisor.start(name, list(record.argv))
+        if name == "kube-apiserver":
+            self._wait_http(f"{self.server}/readyz", self.ssl_context(), name, timeout)
+
+    # ---- nodes ---------------------------------------------------------------------------
+
+    def create_nodes(self, nodes: Iterable[topology.FakeNode], timeout: float = 60) -> None:
+        manifests = [n.manifest() for n in nodes]
+        if not manifests:
+            return
+        doc = yaml.safe_dump_all(manifests)
+        self.kubectl("create", "-f", "-", input=doc)
+        names = {m["metadata"]["name"] for m in manifests}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            items = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+            schedulable = {n["metadata"]["name"] for n in items if _schedulable(n)}
+            if names <= schedulable:
+                return
+            time.sleep(0.5)
+        raise ClusterError(
+            f"fake nodes did not become Ready and untainted within {timeout}s;"
+            f" see {self.workdir}/logs/kwok.log"
+        )
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _write_pki_and_configs(self, server: str) -> None:
+        ca = Authority(self.pki)
+        hosts = (
+            "127.0.0.1",
+            "localhost",
+            "10.96.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        )
+        ca.issue("apiserver", common_name="kube-apiserver", hosts=hosts)
+        identities = {
+            # The admin, and the components that in a real cluster get broad rights.
+            "admin": ("schedpolicy-admin", ("system:masters",)),
+            "kube-controller-manager": ("system:kube-controller-manager", ("system:masters",)),
+            "kwok": ("kwok-controller", ("system:masters",)),
+            # The scheduler gets only what upstream's bootstrap RBAC grants it.
+            "kube-scheduler": ("system:kube-scheduler", ()),
+        }
+        for name, (cn, groups) in identities.items():
+            pair = ca.issue(name, common_name=cn, groups=groups)
+            target = self.kubeconfig if name == "admin" else self.workdir / f"{name}.kubeconfig"
+            target.write_text(yaml.safe_dump(_kubeconfig(server, ca.cert_path, pair, cn)))
+            target.chmod(0o600)
+        service_account_keys(self.pki)
+        (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+
+    def _start_etcd(self, p: Ports) -> None:
+        client = f"http://127.0.0.1:{p.etcd_client}"
+        peer = f"http://127.0.0.1:{p.etcd_peer}"
+        self.supervisor.start(
+            "etcd",
+            [
+                str(binaries.path("etcd")),
+                "--name=local",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=local={peer}",
+                # A throwaway test store: durability across power loss buys nothing here.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_http(f"{client}/health", None, "etcd", 30)
+
+    def _start_apiserver(self, p: Ports) -> None:
+        self.supervisor.start(
+            "kube-apiserver",
+            [
+                str(binaries.path("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p.apiserver}",
+                f"--tls-cert-file={self.pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={self.pki / 'apiserver.key'}",
+                f"--client-ca-file={self.pki / 'ca.crt'}",
+                # Published to kube-system/extension-apiserver-authentication, which the
+                # controller-manager and scheduler read for delegated authentication.
+                f"--requestheader-client-ca-file={self.pki / 'ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--authorization-mode=Node,RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={self.pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                # A loopback address cannot back the `kubernetes` Service's endpoints.
+                "--endpoint-reconciler-type=none",
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=500",
+                "--audit-log-maxbackup=2",
+                "--max-requests-inflight=800",
+                "--max-mutating-requests-inflight=400",
+            ],
+        )
+        self._wait_http(
+            f"https://127.0.0.1:{p.apiserver}/readyz", self.ssl_context(), "kube-apiserver", 90
+        )
+
+    def _start_controller_manager(self, p: Ports) -> None:
+        kubeconfig = self.workdir / "kube-controller-manager.kubeconfig"
+        self.supervisor.start(
+            "kube-controller-manager",
+            [
+                str(binaries.path("kube-controller-manager")),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.controller_manager}",
+                "--leader-elect=false",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                # Client-side throttling would make scale-downs of many replicas crawl.
+                "--node-monitor-period=1s",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        )
+        self._wait_http(
+            f"https://127.0.0.1:{p.controller_manager}/healthz",
+            _insecure(),
+            "kube-controller-manager",
+            60,
+        )
+
+    def _start_scheduler(self, p: Ports) -> None:
+        kubeconfig = self.workdir / "kube-scheduler.kubeconfig"
+        self.supervisor.start(
+            "kube-scheduler",
+            [
+                str(binaries.path("kube-scheduler")),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.scheduler}",
+                "--leader-elect=false",
+            ],
+        )
+        self._wait_http(
+            f"https://127.0.0.1:{p.scheduler}/healthz", _insecure(), "kube-scheduler", 60
+        )
+
+    def _start_kwok(self, p: Ports) -> None:
+        stages = sorted(STAGES_DIR.glob("*.yaml"))
+        self.supervisor.start(
+            "kwok",
+            [
+                str(binaries.path("kwok")),
+                f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
+                *(f"--config={s}" for s in stages),
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={topology.FAKE_NODE_ANNOTATION}=fake",
+                f"--cidr={POD_CIDR}",
+                "--node-ip=10.0.0.1",
+                f"--server-address=127.0.0.1:{p.kwok}",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        self._wait_http(f"http://127.0.0.1:{p.kwok}/healthz", None, "kwok", 60)
+
+    def _wait_for_default_service_account(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False):
+                return
+            time.sleep(0.5)
+        raise ClusterError("the serviceaccount controller never created default/default")
+
+    def _http_ok(self, url: str, ctx: ssl.SSLContext | None) -> bool:
+        try:
+            with urllib.request.urlopen(url, context=ctx, timeout=3) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _wait_http(self, url: str, ctx: ssl.SSLContext | None, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        record = self.supervisor.get(name)
+        while time.monotonic() < deadline:
+            if self._http_ok(url, ctx):
+                return
+            if record is not None and not record.alive():
+                tail = "\n".join(record.log.read_text(errors="replace").splitlines()[-25:])
+                status = self.supervisor.exit_status(name)
+                raise ClusterError(
+                    f"{name} exited (status {status}) during start-up;"
+                    f" last lines of {record.log}:\n{tail}"
+                )
+            time.sleep(0.25)
+        raise ClusterError(
+            f"{name} was not healthy at {url} within {timeout}s; see {self.workdir}/logs/{name}.log"
+        )
+
+
+def _schedulable(node: dict[str, Any]) -> bool:
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", [])
+    )
+    tainted = any(
+        t["key"] == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints", [])
+    )
+    return ready and not tainted
+
+
+def _insecure() -> ssl.SSLContext:
+    # The components serve self-signed certs on their health ports; only liveness is read.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx

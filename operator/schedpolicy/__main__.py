@@ -1,0 +1,5 @@
+import sys
+
+from schedpolicy.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""The `schedpolicy` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+import kopf
+
+from schedpolicy import __version__
+from schedpolicy.kube import Credentials
+from schedpolicy.settings import RunConfig
+
+
+def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        help="path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    parser.add_argument("--context", help="kubeconfig context to use")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="schedpolicy",
+        description="Keeps pod-deletion-cost, GPU node labels and placement hints"
+        " in line with SchedulingPolicy objects.",
+    )
+    parser.add_argument("--version", action="version", version=f"schedpolicy {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the operator")
+    _add_cluster_flags(run)
+    run.add_argument(
+        "--heartbeat-seconds", type=float, default=60.0, help="interval of the heartbeat log line"
+    )
+    run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    kopf.configure(verbose=args.verbose)
+    logging.getLogger("schedpolicy").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    cfg = RunConfig(
+        credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
+        heartbeat_seconds=args.heartbeat_seconds,
+    )
+    from schedpolicy.runtime import run
+
+    asyncio.run(run(cfg))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    parser.print_help(sys.stderr)
+    return 2

@@ -1,0 +1,41 @@
+"""Runs one operator process: kopf's reactor plus a heartbeat log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+import kopf
+
+from schedpolicy import __version__
+from schedpolicy.handlers import registry
+from schedpolicy.settings import RunConfig
+
+log = logging.getLogger("schedpolicy")
+
+
+async def heartbeat(interval: float, stop: asyncio.Event) -> None:
+    beats = 0
+    while not stop.is_set():
+        log.info("heartbeat %d: schedpolicy %s is running", beats, __version__)
+        beats += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
+    stop = asyncio.Event()
+    beat = asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))
+    try:
+        await kopf.operator(
+            registry=registry,
+            memo=cfg,
+            clusterwide=True,
+            standalone=True,
+            stop_flag=stop_flag,
+        )
+    finally:
+        stop.set()
+        await beat

@@ -1,0 +1,86 @@
+"""Fixtures for tests against the real local control plane.
+
+The control plane comes up once per session. If $KUBECONFIG points at the
+kubeconfig of a running local cluster (from `make cluster-up`), that cluster is
+reused and left running; otherwise a fresh one is started under
+.cluster/pytest/ and stopped at the end. Each test gets its own namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from localcluster import LocalCluster
+from localcluster.binaries import REPO
+
+PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
+
+
+def _reusable(kubeconfig: str | None) -> LocalCluster | None:
+    if not kubeconfig:
+        return None
+    workdir = Path(kubeconfig).resolve().parent
+    if not (workdir / "state.json").exists():
+        return None
+    cluster = LocalCluster(workdir)
+    return cluster if cluster.healthy() else None
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    reused = _reusable(os.environ.get("KUBECONFIG"))
+    if reused is not None:
+        yield reused
+        return
+    fresh = LocalCluster(PYTEST_WORKDIR)
+    fresh.up()
+    try:
+        yield fresh
+    finally:
+        fresh.down()
+
+
+@pytest.fixture(scope="session")
+async def api(cluster: LocalCluster) -> AsyncIterator[client.ApiClient]:
+    cfg = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(cluster.kubeconfig), client_configuration=cfg, persist_config=False
+    )
+    async with client.ApiClient(configuration=cfg) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+async def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    core = client.CoreV1Api(api)
+    short = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    name = f"t-{short}-{uuid.uuid4().hex[:5]}"
+    await core.create_namespace(
+        {"metadata": {"name": name, "labels": {"schedpolicy.io/e2e": "true"}}}
+    )
+    # Pods are refused until the serviceaccount controller has made `default`.
+    for _ in range(100):
+        accounts = await core.list_namespaced_service_account(name)
+        if any(sa.metadata.name == "default" for sa in accounts.items):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail(f"serviceaccount {name}/default was never created")
+    yield name
+    await core.delete_namespace(name)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    if exitstatus not in (0, 5):
+        for workdir in (PYTEST_WORKDIR, REPO / ".cluster" / "local"):
+            if (workdir / "logs").exists():
+                terminalreporter.write_line(
+                    f"control-plane logs (one per process): {workdir / 'logs'}"
+                )

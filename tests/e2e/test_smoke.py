@@ -1,0 +1,163 @@
+"""The local control plane is real: upstream apiserver, scheduler, ReplicaSet
+controller and KWOK, each proven by what it does rather than by its name."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+import uuid
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from localcluster import LocalCluster
+from localcluster.topology import FAKE_NODE_ANNOTATION, FakeNode
+from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods
+
+pytestmark = pytest.mark.e2e
+
+COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def test_apiserver_is_v1_35_backed_by_etcd(cluster: LocalCluster) -> None:
+    ctx: ssl.SSLContext = cluster.ssl_context()
+    with urllib.request.urlopen(f"{cluster.server}/version", context=ctx) as resp:
+        version = json.load(resp)
+    assert version["gitVersion"].startswith("v1.35.")
+    with urllib.request.urlopen(f"{cluster.server}/readyz?verbose", context=ctx) as resp:
+        checks = resp.read().decode()
+    assert "[+]etcd ok" in checks
+
+
+async def test_deployment_is_scheduled_and_run(api: client.ApiClient, namespace: str) -> None:
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    await apps.create_namespaced_deployment(namespace, deployment("web", 4))
+
+    pods = await ready_pods(api, namespace, "app=web", 4)
+
+    nodes = {n.metadata.name: n for n in (await core.list_node()).items}
+    for pod in pods:
+        node = nodes[pod.spec.node_name]
+        assert node.metadata.annotations.get(FAKE_NODE_ANNOTATION) == "fake"
+        assert pod.status.pod_ip, "KWOK assigns pod IPs when it starts a pod"
+
+    async def scheduled_events() -> set[str] | None:
+        events = (await core.list_namespaced_event(namespace)).items
+        bound = {
+            e.involved_object.name
+            for e in events
+            if e.reason == "Scheduled" and e.reporting_component == "default-scheduler"
+        }
+        return bound if bound >= {p.metadata.name for p in pods} else None
+
+    await eventually(scheduled_events, what="Scheduled events from the kube-scheduler")
+
+
+async def test_replicaset_controller_deletes_lowest_cost_first(
+    cluster: LocalCluster, api: client.ApiClient, namespace: str
+) -> None:
+    """Three replicas share node `crowded`, one sits alone on `single` (max 1 pod).
+
+    Without deletion costs the ReplicaSet controller removes doubled-up pods
+    first, so the lone pod on `single` would always survive a scale-down to 2.
+    With costs, the two highest-cost pods survive, and we give the highest to
+    two pods on `crowded`: the assertion only holds if costs were honoured.
+    """
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    tag = uuid.uuid4().hex[:6]
+    pool = {"schedpolicy.io/e2e-pool": tag}
+    single = FakeNode(
+        name=f"single-{tag}",
+        zone="us-east-1a",
+        region="us-east-1",
+        instance_type="m5.xlarge",
+        capacity={"cpu": "4", "memory": "16Gi", "pods": "1"},
+        allocatable={"cpu": "4", "memory": "16Gi", "pods": "1"},
+        labels=pool,
+    )
+    crowded = FakeNode(
+        name=f"crowded-{tag}",
+        zone="us-east-1a",
+        region="us-east-1",
+        instance_type="m5.xlarge",
+        capacity={"cpu": "4", "memory": "16Gi", "pods": "20"},
+        allocatable={"cpu": "4", "memory": "16Gi", "pods": "20"},
+        labels=pool,
+    )
+    try:
+        # One replica first, while `single` is the only node in the pool ...
+        cluster.create_nodes([single])
+        await apps.create_namespaced_deployment(
+            namespace, deployment("ranked", 1, node_selector=pool)
+        )
+        (lone,) = await ready_pods(api, namespace, "app=ranked", 1)
+        assert lone.spec.node_name == single.name
+        # ... then three more, which can only fit on `crowded`.
+        cluster.create_nodes([crowded])
+        await apps.patch_namespaced_deployment_scale("ranked", namespace, {"spec": {"replicas": 4}})
+        pods = await ready_pods(api, namespace, "app=ranked", 4)
+        doubled = sorted(p.metadata.name for p in pods if p.spec.node_name == crowded.name)
+        assert len(doubled) == 3
+
+        costs = {doubled[0]: 1000, doubled[1]: 900, doubled[2]: -50, lone.metadata.name: -500}
+        for name, cost in costs.items():
+            await core.patch_namespaced_pod(
+                name, namespace, {"metadata": {"annotations": {COST: str(cost)}}}
+            )
+
+        await apps.patch_namespaced_deployment_scale("ranked", namespace, {"spec": {"replicas": 2}})
+        survivors = await ready_pods(api, namespace, "app=ranked", 2)
+
+        assert {p.metadata.name for p in survivors} == {doubled[0], doubled[1]}
+    finally:
+        # Empty the nodes before removing them: KWOK only finalizes pods on nodes it manages.
+        await apps.patch_namespaced_deployment_scale("ranked", namespace, {"spec": {"replicas": 0}})
+        await eventually(
+            lambda: _no_pods(core, namespace, "app=ranked"), what="the ranked pods to be gone"
+        )
+        for node in (single, crowded):
+            await core.delete_node(node.name)
+
+
+async def _no_pods(core: client.CoreV1Api, namespace: str, selector: str) -> bool:
+    return not (await core.list_namespaced_pod(namespace, label_selector=selector)).items
+
+
+async def test_json_patch_with_wrong_uid_is_rejected(api: client.ApiClient, namespace: str) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": "target",
+                "labels": {"app": "target"},
+                "annotations": {"keep": "me"},
+            },
+            "spec": {"containers": [{"name": "app", "image": PAUSE_IMAGE}]},
+        },
+    )
+    (before,) = await ready_pods(api, namespace, "app=target", 1)  # KWOK is done with it
+
+    def cost_patch(uid: str) -> list[dict[str, str]]:
+        return [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{COST.replace('/', '~1')}",
+                "value": "42",
+            },
+        ]
+
+    with pytest.raises(ApiException) as err:
+        await core.patch_namespaced_pod("target", namespace, cost_patch(str(uuid.uuid4())))
+
+    assert err.value.status == 422
+    after = await core.read_namespaced_pod("target", namespace)
+    assert after.metadata.resource_version == before.metadata.resource_version
+    assert after.metadata.annotations == {"keep": "me"}
+
+    # The same patch with the right UID applies, so the 422 came from the UID test alone.
+    patched = await core.patch_namespaced_pod("target", namespace, cost_patch(before.metadata.uid))
+    assert patched.metadata.annotations == {"keep": "me", COST: "42"}

@@ -1,0 +1,49 @@
+"""Pods and Nodes may only be watched by handlers that never write back to them.
+
+Kopf adds finalizers and annotations for change, timer and daemon handlers; event
+and index handlers are read-only. This reads kopf's registry, which is internal,
+so it is checked here rather than at run time, and the check is itself tested
+against a registry that breaks the rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from schedpolicy.handlers import registry
+
+READ_ONLY = {"pods", "nodes"}
+
+
+def writing_handlers_on_read_only_kinds(reg: kopf.OperatorRegistry) -> list[Any]:
+    found = []
+    for attr in ("_changing", "_spawning", "_webhooks"):
+        for handler in getattr(reg, attr).get_all_handlers():
+            selector = handler.selector
+            names = {selector.plural, selector.any_name} if selector is not None else set()
+            if {str(n).lower() for n in names if n} & READ_ONLY:
+                found.append(handler)
+    return found
+
+
+def test_the_check_catches_timers_daemons_and_change_handlers() -> None:
+    bad = kopf.OperatorRegistry()
+
+    @kopf.timer("pods", interval=1, registry=bad)
+    def tick(**_: Any) -> None: ...
+
+    @kopf.daemon("v1", "nodes", registry=bad)
+    def watch(**_: Any) -> None: ...
+
+    @kopf.on.update("pods", registry=bad)
+    def changed(**_: Any) -> None: ...
+
+    @kopf.on.event("pods", registry=bad)
+    def seen(**_: Any) -> None: ...
+
+    assert len(writing_handlers_on_read_only_kinds(bad)) == 3
+
+
+def test_operator_registers_no_writing_handlers_on_pods_or_nodes() -> None:
+    assert writing_handlers_on_read_only_kinds(registry) == []
