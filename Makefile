@@ -39,6 +39,10 @@ fmt: venv ## format and autofix
 	$(VENV)/bin/ruff format operator localcluster tests
 	$(VENV)/bin/ruff check --fix operator localcluster tests
 
+.PHONY: crds
+crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/api.py
+	$(PY) -m schedpolicy crd > crds/schedulingpolicies.schedpolicy.io.yaml
+
 .PHONY: cluster-up
 cluster-up: venv tools ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
 	$(PY) -m localcluster up

@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--heartbeat-seconds", type=float, default=60.0, help="interval of the heartbeat log line"
     )
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
     return parser
 
 
@@ -59,5 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "crd":
+        from schedpolicy.crd import render
+
+        sys.stdout.write(render())
+        return 0
     parser.print_help(sys.stderr)
     return 2

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 from kubernetes_asyncio import client, config
+
+from schedpolicy import api
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,90 @@ def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
         username=cfg.username or None,
         password=cfg.password or None,
     )
+
+
+FIELD_MANAGER = "schedpolicy"
+EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects live
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Enough of an object to hang an Event on it."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    namespace: str | None = None
+
+
+def _rfc3339(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Kube:
+    """Every write the operator makes goes through here.
+
+    Requests go through `ApiClient.call_api` with explicit paths and content types:
+    the generated per-resource methods guess the patch type from the body's Python
+    type and deserialize every response into model objects, which costs time on
+    the hot path and hides what is sent.
+    """
+
+    def __init__(self, api: client.ApiClient, instance: str) -> None:
+        self.api = api
+        self.instance = instance
+
+    @classmethod
+    async def connect(cls, creds: Credentials, instance: str) -> Kube:
+        return cls(client.ApiClient(configuration=await load_configuration(creds)), instance)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _send(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> dict[str, Any]:
+        result = await self.api.call_api(
+            path,
+            method,
+            query_params=[("fieldManager", FIELD_MANAGER)],
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            response_types_map={200: "object", 201: "object"},
+            _return_http_data_only=True,
+        )
+        return dict(result or {})
+
+    async def patch_policy_status(self, name: str, status: dict[str, Any]) -> None:
+        path = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}/{name}/status"
+        await self._send("PATCH", path, {"status": status}, "application/merge-patch+json")
+
+    async def emit_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        now = _rfc3339(datetime.now(UTC))
+        namespace = ref.namespace or EVENT_NAMESPACE
+        involved = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "name": ref.name,
+            "uid": ref.uid,
+        }
+        if ref.namespace:
+            involved["namespace"] = ref.namespace
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ref.name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": self.instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)

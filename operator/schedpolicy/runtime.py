@@ -11,7 +11,7 @@ import kopf
 
 from schedpolicy import __version__
 from schedpolicy.handlers import registry
-from schedpolicy.settings import RunConfig
+from schedpolicy.settings import OperatorState, RunConfig
 
 log = logging.getLogger("schedpolicy")
 
@@ -31,7 +31,7 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     try:
         await kopf.operator(
             registry=registry,
-            memo=cfg,
+            memo=OperatorState(config=cfg),
             clusterwide=True,
             standalone=True,
             stop_flag=stop_flag,

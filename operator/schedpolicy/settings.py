@@ -1,13 +1,20 @@
-"""Run-time settings of one operator process, shared with handlers through kopf's memo.
+"""Run-time settings and state of one operator process, shared with handlers as kopf's memo.
 
 Deliberately not a `kopf.Memo`: that is a dict whose attribute reads fall back to
-class attributes, so dataclass defaults would shadow the values actually set."""
+class attributes, so dataclass defaults would shadow the values actually set.
+Kopf shallow-copies the memo per object after start-up, so everything handlers
+share is an object created once in the start-up handler.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from dataclasses import dataclass, field
 
-from schedpolicy.kube import Credentials
+from schedpolicy.cluster import ClusterView
+from schedpolicy.kube import Credentials, Kube
+from schedpolicy.reconciler import Reconciler
 
 
 @dataclass
@@ -15,3 +22,18 @@ class RunConfig:
     credentials: Credentials = field(default_factory=Credentials)
     heartbeat_seconds: float = 60.0
     watch_timeout_seconds: int = 300
+    instance: str = field(default_factory=socket.gethostname)
+
+
+@dataclass
+class OperatorState:
+    config: RunConfig = field(default_factory=RunConfig)
+    view: ClusterView = field(default_factory=ClusterView)
+    kube: Kube | None = None
+    reconciler: Reconciler | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def wake(self) -> Reconciler:
+        if self.reconciler is None:
+            raise RuntimeError("the reconciler starts in the start-up handler")
+        return self.reconciler

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from kubernetes_asyncio import client, config
 
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
+from tests.e2e.operator_process import OperatorProcess
 
 PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
 
@@ -75,6 +77,39 @@ async def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> As
         pytest.fail(f"serviceaccount {name}/default was never created")
     yield name
     await core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: LocalCluster) -> str:
+    """The SchedulingPolicy CRD from crds/, installed and Established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    name = "schedulingpolicies.schedpolicy.io"
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    # Discovery lags a moment behind Established; kubectl needs it to resolve the kind.
+    for _ in range(50):
+        if "schedulingpolicies" in cluster.kubectl("api-resources", "--api-group=schedpolicy.io"):
+            break
+        time.sleep(0.2)
+    return name
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
+    """One operator process for the session, run from this checkout."""
+    log = cluster.workdir / "logs" / "schedpolicy-operator.log"
+    proc = OperatorProcess(cluster.kubeconfig, log, "--verbose")
+    proc.wait_for_log("Activity 'start' succeeded")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def policies(cluster: LocalCluster, crd: str) -> Iterator[list[str]]:
+    """Names appended here are SchedulingPolicies the test made; they are deleted after it."""
+    created: list[str] = []
+    yield created
+    for name in created:
+        cluster.kubectl("delete", "schedulingpolicy", name, "--ignore-not-found", "--wait=false")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:

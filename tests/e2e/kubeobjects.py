@@ -68,6 +68,18 @@ async def eventually(
     raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last!r})")
 
 
+def wait_until(probe: Callable[[], T | None], *, within: float = 60, what: str = "condition") -> T:
+    """The blocking twin of `eventually`, for tests that drive kubectl."""
+    deadline = time.monotonic() + within
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last is not None and last is not False:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last!r})")
+
+
 async def ready_pods(
     api: client.ApiClient, namespace: str, selector: str, count: int
 ) -> list[client.V1Pod]:
