@@ -24,6 +24,8 @@ SINGULAR = "schedulingpolicy"
 SHORT_NAMES = ["spol"]
 CATEGORIES = ["schedpolicy"]
 API_VERSION = f"{GROUP}/{VERSION}"
+# The field manager of every write, so that managedFields say which values are ours.
+FIELD_MANAGER = "schedpolicy"
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -131,7 +133,7 @@ SIGNAL_MEMBERS: dict[str, str] = {
     "Metric": "metric",
 }
 # Signals whose parameters all have defaults, so the member may be left out.
-OPTIONAL_PARAMETERS = {"NodeConsolidation"}
+OPTIONAL_PARAMETERS = {"NodeConsolidation", "ZoneBalance"}
 Points = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
 
 
@@ -269,7 +271,8 @@ def _signal_rules() -> list[dict[str, str]]:
 
 class Signal(Model):
     """One input to a pod's deletion cost. `type` names the signal, and the member of the same
-    name (camelCase) holds its parameters; NodeConsolidation's parameters may be omitted."""
+    name (camelCase) holds its parameters; NodeConsolidation's and ZoneBalance's may be
+    omitted, since all their parameters have defaults."""
 
     model_config = ConfigDict(json_schema_extra=validations(*_signal_rules()))
 
@@ -301,6 +304,9 @@ class Signal(Model):
 
     def consolidation(self) -> NodeConsolidationSignal:
         return self.node_consolidation or NodeConsolidationSignal()
+
+    def balance(self) -> ZoneBalanceSignal:
+        return self.zone_balance or ZoneBalanceSignal()
 
 
 def _snake(camel: str) -> str:

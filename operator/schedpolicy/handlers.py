@@ -56,13 +56,87 @@ async def login(memo: OperatorState, **_: Any) -> kopf.ConnectionInfo:
     return kube.connection_info(cfg)
 
 
-@kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
-def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    body = event["object"]
-    if event["type"] == "DELETED":
-        memo.view.remove_policy(body["metadata"]["name"])
-    else:
-        obj = memo.view.upsert_policy(body)
-        if obj.error is not None:
-            log.warning("policy %s is invalid: %s", obj.name, obj.error)
+# Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, and the
+# view and the reconciler belong to the event loop's thread.
+#
+# Each watched kind has an index handler and an event handler. Kopf runs index handlers
+# for every object of the initial listings before any event handler, so the view is
+# complete by the time the first event handler runs: that is the "synced" moment the
+# reconciler waits for. Index handlers keep no index (they return None); deletions,
+# which index handlers never see, arrive at the event handlers.
+
+
+@kopf.index(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
+async def policy_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
+    obj = memo.view.upsert_policy(body)
+    if obj.error is not None:
+        log.warning("policy %s is invalid: %s", obj.name, obj.error)
     memo.wake().policies_changed()
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
+async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    reconciler = memo.wake()
+    reconciler.mark_synced()
+    if event["type"] == "DELETED":
+        memo.view.remove_policy(event["object"]["metadata"]["name"])
+        reconciler.policies_changed()
+
+
+@kopf.index("pods", registry=registry)
+async def pod_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
+    pod, affected = memo.view.upsert_pod(body)
+    reconciler = memo.wake()
+    reconciler.pod_seen(pod)
+    reconciler.changed(affected)
+
+
+@kopf.on.event("pods", registry=registry)
+async def pod_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    reconciler = memo.wake()
+    reconciler.mark_synced()
+    if event["type"] == "DELETED":
+        uid = event["object"]["metadata"]["uid"]
+        reconciler.changed(memo.view.remove_pod(uid))
+        reconciler.pod_gone(uid)
+
+
+@kopf.index("nodes", registry=registry)
+async def node_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
+    affected = memo.view.upsert_node(body)[1]
+    memo.wake().changed(affected)
+
+
+@kopf.on.event("nodes", registry=registry)
+async def node_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    reconciler = memo.wake()
+    reconciler.mark_synced()
+    if event["type"] == "DELETED":
+        reconciler.changed(memo.view.remove_node(event["object"]["metadata"]["name"]))
+
+
+@kopf.index("apps", "v1", "replicasets", registry=registry)
+async def replicaset_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
+    memo.view.upsert_replicaset(body)
+
+
+@kopf.on.event("apps", "v1", "replicasets", registry=registry)
+async def replicaset_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    memo.wake().mark_synced()
+    if event["type"] == "DELETED":
+        memo.view.remove_replicaset(event["object"]["metadata"]["uid"])
+
+
+@kopf.index("namespaces", registry=registry)
+async def namespace_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
+    affected = memo.view.upsert_namespace(
+        body["metadata"]["name"], body["metadata"].get("labels") or {}
+    )
+    memo.wake().changed(affected)
+
+
+@kopf.on.event("namespaces", registry=registry)
+async def namespace_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    memo.wake().mark_synced()
+    if event["type"] == "DELETED":
+        memo.view.remove_namespace(event["object"]["metadata"]["name"])

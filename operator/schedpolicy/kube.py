@@ -62,7 +62,8 @@ def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
     )
 
 
-FIELD_MANAGER = "schedpolicy"
+FIELD_MANAGER = api.FIELD_MANAGER
+COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects live
 
 
@@ -75,6 +76,45 @@ class ObjectRef:
     name: str
     uid: str
     namespace: str | None = None
+
+
+def pointer(*parts: str) -> str:
+    """A JSON Pointer (RFC 6901) from unescaped path segments."""
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def cost_patch(uid: str, value: str, has_annotations: bool) -> list[dict[str, Any]]:
+    """Set the deletion cost, but only on the pod with this UID.
+
+    The `test` makes the apiserver refuse the patch (422) if the name now belongs
+    to a different pod, so a cost computed for one pod never lands on another.
+    A JSON Patch `add` below /metadata/annotations fails when the map is absent,
+    so then the whole map is added instead.
+    """
+    guard = {"op": "test", "path": "/metadata/uid", "value": uid}
+    if has_annotations:
+        return [
+            guard,
+            {
+                "op": "add",
+                "path": pointer("metadata", "annotations", COST_ANNOTATION),
+                "value": value,
+            },
+        ]
+    return [
+        guard,
+        {"op": "add", "path": "/metadata/annotations", "value": {COST_ANNOTATION: value}},
+    ]
+
+
+def cost_removal_patch(uid: str, expected: str) -> list[dict[str, Any]]:
+    """Remove our cost, only if the pod and the value are still the ones we know."""
+    path = pointer("metadata", "annotations", COST_ANNOTATION)
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": path, "value": expected},
+        {"op": "remove", "path": path},
+    ]
 
 
 def _rfc3339(now: datetime) -> str:
@@ -115,6 +155,12 @@ class Kube:
             _return_http_data_only=True,
         )
         return dict(result or {})
+
+    async def patch_pod(
+        self, namespace: str, name: str, patch: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        return await self._send("PATCH", path, patch, "application/json-patch+json")
 
     async def patch_policy_status(self, name: str, status: dict[str, Any]) -> None:
         path = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}/{name}/status"

@@ -2,10 +2,46 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from collections.abc import Mapping
+
+from prometheus_client import Counter, Gauge, Histogram
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",
     "SchedulingPolicy status writes, by result.",
     ["result"],
 )
+COST_WRITES = Counter(
+    "schedpolicy_cost_writes_total",
+    "pod-deletion-cost patches sent, by result: ok, removed, conflict (the UID or value test"
+    " failed: the pod was replaced or changed), not-found, error.",
+    ["result"],
+)
+COST_SKIPPED = Counter(
+    "schedpolicy_cost_skipped_total",
+    "Cost writes not made, by reason: foreign-cost (set by someone else, no takeOver),"
+    " rate-limited, held-<sample problem>.",
+    ["reason"],
+)
+SAMPLES_REJECTED = Counter(
+    "schedpolicy_metric_samples_rejected_total",
+    "Metric-signal samples that were not trusted, by reason (stale, future, not-finite,"
+    " negative, wrong-uid, malformed, timeout, ...).",
+    ["reason"],
+)
+RECONCILE_SECONDS = Histogram(
+    "schedpolicy_reconcile_duration_seconds",
+    "Time to recompute the costs of the pods a batch of changes affected.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+COST_BAND_PODS = Gauge(
+    "schedpolicy_cost_band_pods",
+    "Pods carrying a pod-deletion-cost written by schedpolicy, by value.",
+    ["band"],
+)
+
+
+def set_cost_bands(bands: Mapping[str, int]) -> None:
+    COST_BAND_PODS.clear()
+    for band, count in bands.items():
+        COST_BAND_PODS.labels(band=band).set(count)

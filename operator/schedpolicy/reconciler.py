@@ -1,34 +1,69 @@
 """The write side of the operator: turns the view into decisions and decisions into writes.
 
-Watch handlers only update the ClusterView and mark what changed; this loop
-wakes up, recomputes what the change affects with the pure core, and hands the
-differences to kube.py. Keeping one writer makes ordering, deduplication and
-(later) leader election simple.
+Watch handlers only update the ClusterView and report what a change touched;
+this loop wakes up, recomputes exactly the pods affected with the pure core, and
+hands the differences to kube.py through a small pool of writers. One writer
+side makes ordering, deduplication, rate limits and leader election simple.
+
+Nothing is decided before the view is synced (every watched kind listed and
+indexed): deciding on a partial view would write costs that the rest of the
+listing then changes, or remove costs whose policy has not been seen yet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy import api, matching, metrics
-from schedpolicy.cluster import ClusterView, PolicyObject
-from schedpolicy.kube import Kube, ObjectRef
-from schedpolicy.policy_status import Observation, desired_status, needs_write, transitions
+from schedpolicy import api, costs, matching, metrics
+from schedpolicy.cluster import Affected, ClusterView, PodRecord, PolicyObject
+from schedpolicy.kube import Kube, ObjectRef, cost_patch, cost_removal_patch
+from schedpolicy.policy_status import (
+    Counts,
+    Observation,
+    desired_status,
+    needs_write,
+    transitions,
+)
 
 log = logging.getLogger("schedpolicy.reconciler")
 
 # Conditions in these states are worth a Warning Event; any other transition is Normal.
 _WARNING = {("Ready", "False"), ("Conflicting", "True"), ("Degraded", "True")}
+# Reasons for not writing that are worth counting (the rest are the normal steady state).
+_COUNTED_SKIPS = ("foreign-cost", "rate-limited")
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rv(value: str) -> int:
+    return int(value) if value.isdigit() else -1
+
+
+@dataclass(frozen=True)
+class PodOutcome:
+    """The last plan for a pod, kept for status counts and `explain`."""
+
+    governed_by: frozenset[str]  # policies governing the pod for any pod capability
+    cost_policy: str | None
+    plan: costs.CostPlan
+    stored: str | None  # the cost on the pod when the plan was made
+
+
+@dataclass(frozen=True)
+class Written:
+    value: str | None  # None: we removed it
+    resource_version: str
 
 
 class Reconciler:
@@ -37,55 +72,328 @@ class Reconciler:
         kube: Kube,
         view: ClusterView,
         *,
+        concurrency: int = 16,
         debounce: float = 0.2,
+        status_interval: float = 2.0,
         now: Callable[[], str] = _now,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
         self.view = view
+        self.concurrency = concurrency
         self.debounce = debounce
+        self.status_interval = status_interval
         self.now = now
+        self.clock = clock
+        self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         self._policies_dirty = True
+        self._all_pods_dirty = True
+        self._dirty = Affected()
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._inflight: set[str] = set()
+        self._recheck: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._last_write: dict[str, float] = {}
+        self._written: dict[str, Written] = {}
+        self._failures: dict[str, tuple[str | None, str]] = {}
+        self.outcomes: dict[str, PodOutcome] = {}
+        self._counts_dirty = False
+        self._last_status = -1e9
         # What we last wrote, so that a write is not repeated before its watch event arrives.
         self._written_status: dict[str, dict[str, Any]] = {}
 
+    # ---- what the handlers call ----------------------------------------------------------
+
+    def mark_synced(self) -> None:
+        if not self.synced.is_set():
+            log.info(
+                "view synced: %d pods, %d nodes, %d policies",
+                len(self.view.pods),
+                len(self.view.nodes),
+                len(self.view.policies()),
+            )
+            self.synced.set()
+            self._wake.set()
+
     def policies_changed(self) -> None:
         self._policies_dirty = True
+        self._all_pods_dirty = True
         self._wake.set()
 
+    def changed(self, affected: Affected) -> None:
+        self._dirty.merge(affected)
+        self._wake.set()
+
+    def pod_seen(self, pod: PodRecord) -> None:
+        """Forget what we wrote once the watch shows it (or anything newer)."""
+        written = self._written.get(pod.uid)
+        if written is not None and _rv(pod.resource_version) >= _rv(written.resource_version):
+            del self._written[pod.uid]
+
+    def pod_gone(self, uid: str) -> None:
+        self._written.pop(uid, None)
+        self._last_write.pop(uid, None)
+        self._failures.pop(uid, None)
+        self.outcomes.pop(uid, None)
+        timer = self._timers.pop(uid, None)
+        if timer is not None:
+            timer.cancel()
+        self._counts_dirty = True
+
+    # ---- the loop ------------------------------------------------------------------------
+
     async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            # Let a burst of events (the initial listing, a kubectl apply -f dir/) settle.
-            await asyncio.sleep(self.debounce)
-            self._wake.clear()
-            try:
-                await self.reconcile_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("reconcile failed; retrying in 5s")
-                await asyncio.sleep(5)
-                self._wake.set()
+        workers = [
+            asyncio.create_task(self._writer(), name=f"cost-writer-{i}")
+            for i in range(self.concurrency)
+        ]
+        try:
+            await self.synced.wait()
+            while True:
+                await self._wake.wait()
+                # Let a burst of events (a rollout, a kubectl apply -f dir/) settle.
+                await asyncio.sleep(self.debounce)
+                self._wake.clear()
+                try:
+                    await self.reconcile_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("reconcile failed; retrying in 5s")
+                    await asyncio.sleep(5)
+                    self._wake.set()
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
     async def reconcile_once(self) -> None:
         if self._policies_dirty:
             self._policies_dirty = False
-            await self.reconcile_policy_statuses()
+            self._counts_dirty = True
+        started = time.perf_counter()
+        self._plan_dirty_pods()
+        metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+        if self._counts_dirty:
+            wait = self._last_status + self.status_interval - self.clock()
+            if wait <= 0:
+                self._counts_dirty = False
+                self._last_status = self.clock()
+                await self.reconcile_policy_statuses()
+            else:
+                asyncio.get_running_loop().call_later(wait, self._wake.set)
+
+    # ---- deletion cost -------------------------------------------------------------------
+
+    def _dirty_pod_uids(self) -> set[str]:
+        dirty, self._dirty = self._dirty, Affected()
+        if self._all_pods_dirty or dirty.all_pods:
+            self._all_pods_dirty = False
+            return set(self.view.pods)
+        uids = set(dirty.pods)
+        for node in dirty.nodes:
+            uids |= self.view.pods_by_node.get(node, set())
+        for rs in dirty.replicasets:
+            uids |= self.view.pods_by_replicaset.get(rs, set())
+        return uids
+
+    def _plan_dirty_pods(self) -> None:
+        uids = self._dirty_pod_uids()
+        if not uids:
+            return
+        policies = self.view.policies()
+        now = datetime.now(UTC)
+        for uid in uids:
+            pod = self.view.pods.get(uid)
+            if pod is None:
+                continue
+            outcome = self.plan_pod(pod, policies, now)
+            previous = self.outcomes.get(uid)
+            self.outcomes[uid] = outcome
+            if previous != outcome:
+                self._counts_dirty = True
+            self._act(pod, outcome.plan)
+
+    def plan_pod(
+        self, pod: PodRecord, policies: list[matching.Policy], now: datetime
+    ) -> PodOutcome:
+        ns_labels = self.view.namespaces.get(pod.namespace, {})
+        cost_match = matching.governing_policy(policies, "deletionCost", pod.labels, ns_labels)
+        placement = matching.governing_policy(policies, "placement", pod.labels, ns_labels)
+        governed = frozenset(m.policy.name for m in (cost_match, placement) if m.policy is not None)
+        policy = cost_match.policy
+        spec = policy.spec.deletion_cost if policy is not None else None
+        decision = None
+        if policy is not None and spec is not None and pod.replicaset_uid is not None:
+            decision = costs.decide(spec, self.view.cost_inputs(pod, policy), now)
+        state = costs.PodCostState(
+            replicaset_owned=pod.replicaset_uid is not None,
+            active=pod.active,
+            current=pod.cost,
+            ours=api.FIELD_MANAGER in pod.cost_managers,
+        )
+        plan = costs.plan(state, policy.name if policy else None, spec, decision)
+        return PodOutcome(governed, policy.name if policy else None, plan, pod.cost)
+
+    def _act(self, pod: PodRecord, plan: costs.CostPlan) -> None:
+        if plan.action == "none":
+            if plan.reason in _COUNTED_SKIPS or plan.reason.startswith("held-"):
+                metrics.COST_SKIPPED.labels(reason=plan.reason).inc()
+            if plan.decision is not None and plan.decision.hold is not None:
+                metrics.SAMPLES_REJECTED.labels(reason=plan.decision.hold.reason).inc()
+            return
+        written = self._written.get(pod.uid)
+        if written is not None and written.value == (
+            plan.value if plan.action == "write" else None
+        ):
+            return  # already sent; waiting for the watch to show it
+        if pod.uid in self._inflight:
+            self._recheck.add(pod.uid)
+            return
+        interval = self._min_interval(plan.policy)
+        due = self._last_write.get(pod.uid, -1e9) + interval
+        if due > self.clock():
+            metrics.COST_SKIPPED.labels(reason="rate-limited").inc()
+            if pod.uid not in self._timers:
+                self._timers[pod.uid] = asyncio.get_running_loop().call_later(
+                    due - self.clock(), self._retry, pod.uid
+                )
+            return
+        if pod.uid not in self._queued:
+            self._queued.add(pod.uid)
+            self._queue.put_nowait(pod.uid)
+
+    def _retry(self, uid: str) -> None:
+        self._timers.pop(uid, None)
+        self.changed(Affected(pods={uid}))
+
+    def _min_interval(self, policy_name: str | None) -> float:
+        for policy in self.view.policies():
+            if policy.name == policy_name and policy.spec.deletion_cost is not None:
+                return float(policy.spec.deletion_cost.min_update_interval_seconds)
+        return 0.0
+
+    async def _writer(self) -> None:
+        while True:
+            uid = await self._queue.get()
+            self._queued.discard(uid)
+            self._inflight.add(uid)
+            try:
+                await self._write(uid)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("writing the cost of pod %s failed", uid)
+            finally:
+                self._inflight.discard(uid)
+                if uid in self._recheck:
+                    self._recheck.discard(uid)
+                    self.changed(Affected(pods={uid}))
+
+    async def _write(self, uid: str) -> None:
+        pod = self.view.pods.get(uid)
+        if pod is None:
+            return
+        # Plan again: the view may have moved on since this pod was queued.
+        outcome = self.plan_pod(pod, self.view.policies(), datetime.now(UTC))
+        plan = outcome.plan
+        if plan.action == "none":
+            return
+        if plan.action == "write":
+            assert plan.value is not None
+            patch = cost_patch(pod.uid, plan.value, has_annotations=bool(pod.annotations))
+        else:
+            assert plan.value is not None
+            patch = cost_removal_patch(pod.uid, plan.value)
+        self._last_write[uid] = self.clock()
+        try:
+            stored = await self.kube.patch_pod(pod.namespace, pod.name, patch)
+        except ApiException as err:
+            if err.status in (404, 422):
+                # The pod is gone, or the name now belongs to another pod, or the value
+                # moved under us: the watch will tell; nothing was written.
+                result = "not-found" if err.status == 404 else "conflict"
+                metrics.COST_WRITES.labels(result=result).inc()
+                return
+            metrics.COST_WRITES.labels(result="error").inc()
+            self._failures[uid] = (plan.policy, f"{err.status} {err.reason}")
+            self._counts_dirty = True
+            await self._warn(
+                pod,
+                "CostWriteFailed",
+                f"writing pod-deletion-cost failed: {err.status} {err.reason}",
+            )
+            return
+        metrics.COST_WRITES.labels(result="removed" if plan.action == "remove" else "ok").inc()
+        self._failures.pop(uid, None)
+        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        self._written[uid] = Written(plan.value if plan.action == "write" else None, version)
+
+    async def _warn(self, pod: PodRecord, reason: str, message: str) -> None:
+        ref = ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)
+        try:
+            await self.kube.emit_event(ref, "Warning", reason, message)
+        except ApiException as err:
+            log.warning(
+                "could not post event on pod %s/%s: %s", pod.namespace, pod.name, err.reason
+            )
+
+    # ---- policy status -------------------------------------------------------------------
+
+    def _counts(self) -> tuple[dict[str, Counts], dict[str, list[str]]]:
+        matched: Counter[str] = Counter()
+        costed: Counter[str] = Counter()
+        bands: Counter[str] = Counter()
+        for uid, outcome in self.outcomes.items():
+            pod = self.view.pods.get(uid)
+            if pod is None:
+                continue
+            for name in outcome.governed_by:
+                matched[name] += 1
+            decision = outcome.plan.decision
+            final = decision.final if decision is not None else None
+            if outcome.cost_policy and final is not None and pod.cost == str(final):
+                costed[outcome.cost_policy] += 1
+            if pod.cost is not None and api.FIELD_MANAGER in pod.cost_managers:
+                bands[pod.cost] += 1
+        metrics.set_cost_bands(bands)
+        failures: dict[str, list[str]] = defaultdict(list)
+        for uid, (failed_policy, message) in self._failures.items():
+            if failed_policy is not None:
+                failed = self.view.pods.get(uid)
+                where = f"{failed.namespace}/{failed.name}" if failed else uid
+                failures[failed_policy].append(f"{where}: {message}")
+        counts = {}
+        for policy in self.view.policies():
+            has_pods = policy.has("deletionCost") or policy.has("placement")
+            counts[policy.name] = Counts(
+                matched_pods=matched[policy.name] if has_pods else None,
+                costed_pods=costed[policy.name] if policy.has("deletionCost") else None,
+            )
+        return counts, failures
 
     async def reconcile_policy_statuses(self) -> None:
         objects = list(self.view.policy_objects())
         conflicts = matching.conflicts(self.view.policies())
+        counts, failures = self._counts()
         live = {o.name for o in objects}
         for name in list(self._written_status):
             if name not in live:
                 del self._written_status[name]
         for obj in objects:
+            problems = failures.get(obj.name, [])
             obs = Observation(
                 name=obj.name,
                 generation=obj.generation,
                 spec_error=obj.error,
                 conflicts=conflicts.get(obj.name, ()),
+                degraded=[f"{len(problems)} cost writes failed, e.g. {problems[0]}"]
+                if problems
+                else [],
+                degraded_reason="CostWriteFailed",
+                counts=counts.get(obj.name, Counts()),
             )
             desired = desired_status(obs, obj.status, self.now())
             if not needs_write(obj.status, desired):
@@ -112,9 +420,8 @@ class Reconciler:
             if not (warning or recovered or cond["type"] == "Ready"):
                 continue
             kind = "Warning" if warning else "Normal"
-            reason = cond["reason"]
             message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
             try:
-                await self.kube.emit_event(ref, kind, reason, message)
+                await self.kube.emit_event(ref, kind, cond["reason"], message)
             except ApiException as err:
                 log.warning("could not post event on %s: %s", obj.name, err.reason)

@@ -38,4 +38,5 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
         )
     finally:
         stop.set()
-        await beat
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from typing import Any
+
+from schedpolicy.cluster import (
+    COST_ANNOTATION,
+    ClusterView,
+    annotation_managers,
+    node_record,
+    pod_record,
+)
+
+
+def pod(
+    name: str,
+    uid: str,
+    node: str | None = "n1",
+    cpu: str = "500m",
+    rs: str | None = "rs1",
+    phase: str = "Running",
+    **meta: Any,
+) -> dict[str, Any]:
+    owners = [{"kind": "ReplicaSet", "name": "web-1", "uid": rs, "controller": True}] if rs else []
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid,
+            "ownerReferences": owners,
+            **meta,
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def node(name: str, zone: str, ready: bool = True, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": cpu, "nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def test_pod_record_reads_what_the_signals_need() -> None:
+    raw = pod("a", "u1", cpu="250m", annotations={COST_ANNOTATION: "100"})
+    raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    record = pod_record(raw)
+    assert (record.cpu_mcpu, record.replicaset_uid, record.cost) == (250, "rs1", "100")
+    assert record.conditions == {"Ready": "True"}
+    assert record.counts_toward_fill
+
+
+def test_managed_fields_tell_who_owns_the_cost() -> None:
+    fields = [
+        {
+            "manager": "schedpolicy",
+            "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{COST_ANNOTATION}": {}}}},
+        },
+        {"manager": "kubectl", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}},
+    ]
+    assert annotation_managers(fields, COST_ANNOTATION) == {"schedpolicy"}
+    assert annotation_managers([], COST_ANNOTATION) == frozenset()
+
+
+def test_node_fill_follows_pods() -> None:
+    view = ClusterView()
+    view.upsert_node(node("n1", "a"))
+    _, affected = view.upsert_pod(pod("a", "u1"))
+    assert affected.nodes == {"n1"} and affected.replicasets == {"rs1"}
+    view.upsert_pod(pod("b", "u2", cpu="1"))
+    assert view.requested_mcpu("n1") == 1500
+    # A finished pod no longer fills its node.
+    _, affected = view.upsert_pod(pod("b", "u2", cpu="1", phase="Succeeded"))
+    assert view.requested_mcpu("n1") == 500
+    assert affected.nodes == {"n1"}
+    # A status-only change of a running pod touches nothing else.
+    _, affected = view.upsert_pod(pod("a", "u1"))
+    assert (affected.nodes, affected.replicasets) == (set(), set())
+    view.remove_pod("u1")
+    assert view.requested_mcpu("n1") == 0
+    assert view.pods_by_node["n1"] == {"u2"}
+
+
+def test_daemonset_pods_do_not_count_toward_fill() -> None:
+    view = ClusterView()
+    raw = pod("ds", "u9")
+    raw["metadata"]["ownerReferences"] = [
+        {"kind": "DaemonSet", "name": "d", "uid": "d1", "controller": True}
+    ]
+    view.upsert_pod(raw)
+    assert view.requested_mcpu("n1") == 0
+
+
+def test_recreated_name_replaces_the_old_uid() -> None:
+    view = ClusterView()
+    view.upsert_pod(pod("a", "old"))
+    _, affected = view.upsert_pod(pod("a", "new"))
+    assert set(view.pods) == {"new"}
+    assert view.pod("ns", "a").uid == "new"  # type: ignore[union-attr]
+    assert "old" not in view.pods_by_replicaset.get("rs1", set())
+    assert affected.pods == {"new"}
+
+
+def test_zone_counts_and_eligible_zones() -> None:
+    view = ClusterView()
+    for name, zone, ready in (("n1", "a", True), ("n2", "b", True), ("n3", "c", False)):
+        view.upsert_node(node(name, zone, ready))
+    view.upsert_pod(pod("p1", "u1", node="n1"))
+    view.upsert_pod(pod("p2", "u2", node="n1"))
+    view.upsert_pod(pod("p3", "u3", node="n3"))
+    view.upsert_pod(pod("p4", "u4", node=None))
+    assert view.eligible_zones() == {"a", "b"}
+    assert view.zone_counts("rs1") == {"a": 2, "b": 0, "c": 1}
+
+
+def test_node_changes_that_matter() -> None:
+    view = ClusterView()
+    _, first = view.upsert_node(node("n1", "a"))
+    assert first.all_pods  # a new eligible zone
+    _, same = view.upsert_node(node("n1", "a"))
+    assert not same.nodes and not same.all_pods  # a heartbeat changes nothing we read
+    _, unready = view.upsert_node(node("n1", "a", ready=False))
+    assert unready.all_pods
+    assert node_record(node("n1", "a")).allocatable_gpus == 8
