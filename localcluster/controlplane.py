@@ -30,7 +30,7 @@ from localcluster.supervisor import Supervisor
 STAGES_DIR = Path(__file__).with_name("stages")
 DEFAULT_WORKDIR = binaries.REPO / ".cluster" / "local"
 SERVICE_CIDR = "10.96.0.0/16"
-POD_CIDR = "10.244.0.0/16"
+POD_CIDR = "127.66.0.0/16"
 STOP_ORDER = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 CONTROLLERS = (
@@ -120,6 +120,7 @@ class LocalCluster:
         self.workdir = workdir.resolve()
         self.pki = self.workdir / "pki"
         self.kubeconfig = self.workdir / "kubeconfig"
+        self.operator_kubeconfig = self.workdir / "schedpolicy-operator.kubeconfig"
         self.audit_log = self.workdir / "logs" / "audit.log"
         self.state_file = self.workdir / "state.json"
         self.supervisor = Supervisor(self.workdir)
@@ -245,6 +246,9 @@ class LocalCluster:
             "admin": ("schedpolicy-admin", ("system:masters",)),
             "kube-controller-manager": ("system:kube-controller-manager", ("system:masters",)),
             "kwok": ("kwok-controller", ("system:masters",)),
+            # The operator under test, as its own user so the audit log tells its writes
+            # apart from the tests' own.
+            "schedpolicy-operator": ("schedpolicy-operator", ("system:masters",)),
             # The scheduler gets only what upstream's bootstrap RBAC grants it.
             "kube-scheduler": ("system:kube-scheduler", ()),
         }

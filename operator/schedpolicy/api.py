@@ -134,7 +134,10 @@ SIGNAL_MEMBERS: dict[str, str] = {
 }
 # Signals whose parameters all have defaults, so the member may be left out.
 OPTIONAL_PARAMETERS = {"NodeConsolidation", "ZoneBalance"}
-Points = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+# Up to 2^30 either way, so that costs can reach the scale at which Karpenter's
+# consolidation notices them (it divides the cost by 2^27).
+MAX_POINTS = 2**30
+Points = Annotated[int, Field(ge=-MAX_POINTS, le=MAX_POINTS)]
 
 
 class CapacityTypeSignal(Model):
@@ -155,7 +158,7 @@ class NodeConsolidationSignal(Model):
     capped at 1. Pods on the emptiest nodes get the fewest points and go first, which lets
     those nodes be consolidated."""
 
-    points: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+    points: Annotated[int, Field(ge=1, le=MAX_POINTS)] = Field(
         default=500, description="Points for a pod on a completely full node."
     )
 
@@ -165,7 +168,7 @@ class ZoneBalanceSignal(Model):
     the least-filled eligible zone (a zone of Ready, schedulable nodes; a zone with 0 pods
     counts). Negative, so crowded zones lose replicas first."""
 
-    points_per_excess_pod: Annotated[int, Field(ge=-1_000_000, le=-1)] = Field(
+    points_per_excess_pod: Annotated[int, Field(ge=-MAX_POINTS, le=-1)] = Field(
         default=-100, description="Points per excess pod in the pod's zone; must be negative."
     )
 
@@ -330,7 +333,7 @@ class DeletionCost(Model):
     signals: list[Signal] = Field(
         min_length=1, max_length=16, description="The signals whose points are summed."
     )
-    bucket: Annotated[int, Field(ge=1, le=1_000_000_000)] = Field(
+    bucket: Annotated[int, Field(ge=1, le=MAX_POINTS)] = Field(
         default=100,
         description="The sum is rounded down to a multiple of this before clamping, so that small"
         " changes in a signal do not cause a write.",

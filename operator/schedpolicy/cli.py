@@ -37,6 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--heartbeat-seconds", type=float, default=60.0, help="interval of the heartbeat log line"
     )
+    run.add_argument(
+        "--metrics-port", type=int, default=8080, help="port of /metrics (0 disables it)"
+    )
+    run.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    run.add_argument(
+        "--write-concurrency",
+        type=int,
+        default=16,
+        help="pod patches in flight at once",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
     return parser
@@ -45,9 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     kopf.configure(verbose=args.verbose)
     logging.getLogger("schedpolicy").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    # Kopf logs every successful handler call; with an event per pod change that is
+    # the bulk of all output and a measurable cost on large clusters.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
+        write_concurrency=args.write_concurrency,
     )
     from schedpolicy.runtime import run
 

@@ -17,6 +17,7 @@ import kopf
 from schedpolicy import api, kube
 from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.reconciler import Reconciler
+from schedpolicy.scraper import Scraper
 from schedpolicy.settings import OperatorState
 
 registry = kopf.OperatorRegistry()
@@ -37,8 +38,10 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     settings.watching.client_timeout = memo.config.watch_timeout_seconds + 30
 
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
-    memo.reconciler = Reconciler(memo.kube, memo.view)
+    memo.reconciler = Reconciler(memo.kube, memo.view, concurrency=memo.config.write_concurrency)
+    scraper = Scraper(memo.view, memo.reconciler)
     memo.tasks.append(asyncio.create_task(memo.reconciler.run(), name="reconciler"))
+    memo.tasks.append(asyncio.create_task(scraper.run(), name="scraper"))
 
 
 @kopf.on.cleanup(registry=registry)

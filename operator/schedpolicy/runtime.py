@@ -8,6 +8,7 @@ import logging
 import threading
 
 import kopf
+import prometheus_client
 
 from schedpolicy import __version__
 from schedpolicy.handlers import registry
@@ -26,6 +27,9 @@ async def heartbeat(interval: float, stop: asyncio.Event) -> None:
 
 
 async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
+    if cfg.metrics_port:
+        prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
+        log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)
     stop = asyncio.Event()
     beat = asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))
     try:

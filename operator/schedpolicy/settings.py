@@ -22,6 +22,9 @@ class RunConfig:
     credentials: Credentials = field(default_factory=Credentials)
     heartbeat_seconds: float = 60.0
     watch_timeout_seconds: int = 300
+    write_concurrency: int = 16
+    metrics_port: int = 8080
+    metrics_address: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from other pods
     instance: str = field(default_factory=socket.gethostname)
 
 

@@ -93,12 +93,12 @@ def crd(cluster: LocalCluster) -> str:
     return name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
-    """One operator process for the session, run from this checkout."""
+    """An operator process from this checkout, one per test module, as its own user."""
     log = cluster.workdir / "logs" / "schedpolicy-operator.log"
-    proc = OperatorProcess(cluster.kubeconfig, log, "--verbose")
-    proc.wait_for_log("Activity 'start' succeeded")
+    proc = OperatorProcess(cluster.operator_kubeconfig, log, "--verbose", "--metrics-port=0")
+    proc.wait_for_log("view synced")
     yield proc
     proc.stop()
 

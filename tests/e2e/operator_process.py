@@ -12,15 +12,33 @@ from pathlib import Path
 class OperatorProcess:
     def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
         self.log = log
-        self._out = log.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "schedpolicy", "run", f"--kubeconfig={kubeconfig}", *extra],
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
+        self.argv = [
+            sys.executable,
+            "-m",
+            "schedpolicy",
+            "run",
+            f"--kubeconfig={kubeconfig}",
+            *extra,
+        ]
+        self._out = log.open("ab")
+        self._offset = log.stat().st_size
+        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def restart(self) -> None:
+        """Stop (SIGTERM) and start again; later log checks only see the new process."""
+        self.stop()
+        self._out = self.log.open("ab")
+        self._offset = self.log.stat().st_size
+        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            return f.read().decode(errors="replace")
 
     def wait_for_log(self, text: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

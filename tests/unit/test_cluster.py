@@ -73,7 +73,8 @@ def test_node_fill_follows_pods() -> None:
     view = ClusterView()
     view.upsert_node(node("n1", "a"))
     _, affected = view.upsert_pod(pod("a", "u1"))
-    assert affected.nodes == {"n1"} and affected.replicasets == {"rs1"}
+    assert affected.nodes == {"n1"}
+    assert affected.replicasets == {"rs1"}
     view.upsert_pod(pod("b", "u2", cpu="1"))
     assert view.requested_mcpu("n1") == 1500
     # A finished pod no longer fills its node.
@@ -125,7 +126,8 @@ def test_node_changes_that_matter() -> None:
     _, first = view.upsert_node(node("n1", "a"))
     assert first.all_pods  # a new eligible zone
     _, same = view.upsert_node(node("n1", "a"))
-    assert not same.nodes and not same.all_pods  # a heartbeat changes nothing we read
+    assert not same.nodes
+    assert not same.all_pods
     _, unready = view.upsert_node(node("n1", "a", ready=False))
     assert unready.all_pods
     assert node_record(node("n1", "a")).allocatable_gpus == 8

@@ -1,0 +1,60 @@
+"""Reads the apiserver's audit log: the evidence of who wrote what, and when."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+OPERATOR_USER = "schedpolicy-operator"
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    user: str
+    verb: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    code: int
+    at: datetime
+    request: Any
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> AuditEvent:
+        ref = raw.get("objectRef") or {}
+        return cls(
+            user=raw.get("user", {}).get("username", ""),
+            verb=raw.get("verb", ""),
+            resource=ref.get("resource", ""),
+            subresource=ref.get("subresource", ""),
+            namespace=ref.get("namespace", ""),
+            name=ref.get("name", ""),
+            code=int((raw.get("responseStatus") or {}).get("code", 0)),
+            at=datetime.fromisoformat(raw["stageTimestamp"].replace("Z", "+00:00")),
+            request=raw.get("requestObject"),
+        )
+
+
+def events(log: Path) -> Iterator[AuditEvent]:
+    with log.open() as f:
+        for line in f:
+            raw = json.loads(line)
+            if raw.get("stage") == "ResponseComplete":
+                yield AuditEvent.parse(raw)
+
+
+def writes_by(
+    log: Path, user: str = OPERATOR_USER, *, since: datetime | None = None
+) -> list[AuditEvent]:
+    return [
+        e
+        for e in events(log)
+        if e.user == user
+        and e.verb in ("create", "update", "patch", "delete", "deletecollection")
+        and (since is None or e.at >= since)
+    ]

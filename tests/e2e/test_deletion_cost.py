@@ -1,0 +1,469 @@
+"""Deletion costs, proven by the real ReplicaSet controller.
+
+Every scenario applies a policy, waits until the operator has written the costs
+it should, scales the Deployment down, and checks which pods the controller
+actually deleted. Placement is pinned with per-test fake nodes (pod capacity,
+CPU, zones), so the expected victims follow from the policy alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from localcluster import LocalCluster
+from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
+from tests.e2e.audit import writes_by
+from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
+from tests.e2e.operator_process import OperatorProcess
+from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+
+pytestmark = pytest.mark.e2e
+CAPACITY = "karpenter.sh/capacity-type"
+WARM = "example.com/cache-warm"
+SAMPLE = "schedpolicy.io/metric"
+
+
+@pytest.fixture
+async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
+    made = Pool(cluster, namespace)
+    yield made
+    await asyncio.to_thread(made.cleanup)
+
+
+def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:
+    return {p.metadata.name: (p.metadata.annotations or {}).get(COST_ANNOTATION) for p in pods}
+
+
+async def wait_for_costs(
+    api: client.ApiClient,
+    namespace: str,
+    expected: Callable[[client.V1Pod], str],
+    selector: str = "app=app",
+    within: float = 60,
+) -> list[client.V1Pod]:
+    """Until every pod carries exactly the cost `expected` says it should."""
+    core = client.CoreV1Api(api)
+
+    async def probe() -> list[client.V1Pod] | None:
+        pods = (await core.list_namespaced_pod(namespace, label_selector=selector)).items
+        pods = [p for p in pods if p.metadata.deletion_timestamp is None]
+        ok = pods and all(costs_of([p])[p.metadata.name] == expected(p) for p in pods)
+        return pods if ok else None
+
+    return await eventually(probe, within=within, what="the expected costs on every pod")
+
+
+async def scale_down(
+    api: client.ApiClient, namespace: str, before: list[client.V1Pod], replicas: int
+) -> tuple[list[client.V1Pod], list[client.V1Pod]]:
+    """Scale the Deployment; return (survivors, deleted) as the controller decided."""
+    apps = client.AppsV1Api(api)
+    await apps.patch_namespaced_deployment_scale("app", namespace, {"spec": {"replicas": replicas}})
+    survivors = await ready_pods(api, namespace, "app=app", replicas)
+    kept = {p.metadata.name for p in survivors}
+    return survivors, [p for p in before if p.metadata.name not in kept]
+
+
+async def start(
+    api: client.ApiClient, namespace: str, replicas: int, pool: Pool, **kw: Any
+) -> list[client.V1Pod]:
+    doc = deployment("app", replicas, node_selector=pool.selector, **kw)
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
+    return await ready_pods(api, namespace, "app=app", replicas)
+
+
+# ---- (a) spot first -----------------------------------------------------------------------
+
+
+async def test_spot_pods_go_first(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    # One pod per node, three spot and three on-demand nodes: exactly three pods on spot.
+    spot = pool.create(
+        *(pool.node(f"spot{i}", pods="1", labels={CAPACITY: "spot"}) for i in range(3))
+    )
+    pool.create(*(pool.node(f"od{i}", pods="1", labels={CAPACITY: "on-demand"}) for i in range(3)))
+    spot_nodes = {n.name for n in spot}
+    before = await start(api, namespace, 6, pool)
+    policies.append(f"spot-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"spot-{namespace}",
+            namespace,
+            deletionCost={
+                "signals": [{"type": "CapacityType", "capacityType": {"spot": -100, "onDemand": 0}}]
+            },
+        ),
+    )
+
+    before = await wait_for_costs(
+        api, namespace, lambda p: "-100" if p.spec.node_name in spot_nodes else "0"
+    )
+
+    def status_counts() -> dict[str, Any] | None:
+        status = dict(get_json(cluster, "spol", f"spot-{namespace}").get("status", {}))
+        return status if (status.get("matchedPods"), status.get("costedPods")) == (6, 6) else None
+
+    status = wait_until(status_counts, within=30, what="matchedPods=6 and costedPods=6")
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+
+    _, deleted = await scale_down(api, namespace, before, 3)
+
+    assert len(deleted) == 3
+    assert {p.spec.node_name for p in deleted} == spot_nodes
+
+
+# ---- (b) consolidation --------------------------------------------------------------------
+
+
+async def test_emptiest_node_is_emptied_first(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    empty, mid, full = pool.create(pool.node("empty"), pool.node("mid"), pool.node("full"))
+    core = client.CoreV1Api(api)
+    # Other work already on two of the nodes (bare pods, bound directly, not ours to cost).
+    for node, cpu in ((mid, "1500m"), (full, "3")):
+        await core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": f"other-{node.name}", "labels": {"role": "other"}},
+                "spec": {
+                    "nodeName": node.name,
+                    "containers": [
+                        {"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": cpu}}}
+                    ],
+                },
+            },
+        )
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "app"}},
+        }
+    ]
+    doc = deployment("app", 6, node_selector=pool.selector)
+    doc["spec"]["template"]["spec"]["topologySpreadConstraints"] = spread
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
+    before = await ready_pods(api, namespace, "app=app", 6)
+    assert Counter(p.spec.node_name for p in before) == {empty.name: 2, mid.name: 2, full.name: 2}
+
+    policies.append(f"consolidate-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"consolidate-{namespace}",
+            namespace,
+            deletionCost={
+                "bucket": 10,
+                "signals": [{"type": "NodeConsolidation", "nodeConsolidation": {"points": 1000}}],
+            },
+        ),
+    )
+    # Fill = requested CPU / 4 CPUs: 0.2/4, (1.5+0.2)/4 and (3+0.2)/4.
+    expected = {empty.name: "50", mid.name: "420", full.name: "800"}
+    before = await wait_for_costs(api, namespace, lambda p: expected[p.spec.node_name])
+    _, deleted = await scale_down(api, namespace, before, 4)
+
+    assert [p.spec.node_name for p in deleted] == [empty.name, empty.name]
+
+
+# ---- (c) zones ----------------------------------------------------------------------------
+
+
+async def test_crowded_zone_loses_replicas(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    pool.create(
+        pool.node("za", zone="us-east-1a", pods="5"),
+        pool.node("zb", zone="us-east-1b", pods="2"),
+        pool.node("zc", zone="us-east-1c", pods="2"),
+    )
+    before = await start(api, namespace, 9, pool)
+    zone_of = {n.name: n.zone for n in pool.nodes}
+    assert Counter(zone_of[p.spec.node_name] for p in before) == {
+        "us-east-1a": 5,
+        "us-east-1b": 2,
+        "us-east-1c": 2,
+    }
+
+    policies.append(f"zones-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"zones-{namespace}",
+            namespace,
+            deletionCost={"signals": [{"type": "ZoneBalance"}]},
+        ),
+    )
+    before = await wait_for_costs(
+        api, namespace, lambda p: "-300" if zone_of[p.spec.node_name] == "us-east-1a" else "0"
+    )
+    survivors, _ = await scale_down(api, namespace, before, 6)
+
+    assert Counter(zone_of[p.spec.node_name] for p in survivors) == {
+        "us-east-1a": 2,
+        "us-east-1b": 2,
+        "us-east-1c": 2,
+    }
+
+
+# ---- (d) warm -----------------------------------------------------------------------------
+
+
+async def test_warm_pods_survive(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    """The warm pods are the newest ones: without costs the controller would delete
+    them first (newer and more recently ready), so only the costs can save them."""
+    pool.create(pool.node("cache"))
+    old = await start(api, namespace, 2, pool)
+    await asyncio.sleep(8)  # so that the two generations fall in different log-scale age buckets
+    await client.AppsV1Api(api).patch_namespaced_deployment_scale(
+        "app", namespace, {"spec": {"replicas": 4}}
+    )
+    pods = await ready_pods(api, namespace, "app=app", 4)
+    warm = {p.metadata.name for p in pods} - {p.metadata.name for p in old}
+    core = client.CoreV1Api(api)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for name in warm:
+        await core.patch_namespaced_pod_status(
+            name,
+            namespace,
+            {
+                "status": {
+                    "conditions": [{"type": WARM, "status": "True", "lastTransitionTime": now}]
+                }
+            },
+        )
+
+    policies.append(f"warm-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"warm-{namespace}",
+            namespace,
+            deletionCost={
+                "signals": [
+                    {"type": "PodCondition", "podCondition": {"conditionType": WARM, "points": 800}}
+                ]
+            },
+        ),
+    )
+    before = await wait_for_costs(
+        api, namespace, lambda p: "800" if p.metadata.name in warm else "0"
+    )
+    survivors, _ = await scale_down(api, namespace, before, 2)
+
+    assert {p.metadata.name for p in survivors} == warm
+
+
+# ---- (e) busy, and samples that must not be trusted ---------------------------------------
+
+
+def _sample(value: Any, uid: str, at: datetime) -> str:
+    return json.dumps(
+        {"value": value, "observedAt": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "podUID": uid}
+    )
+
+
+def _our_entry(pod: client.V1Pod) -> tuple[str, Any] | None:
+    for entry in pod.metadata.managed_fields or []:
+        if entry.manager == "schedpolicy":
+            return (str(entry.time), entry.fields_v1)
+    return None
+
+
+async def test_busy_pods_survive_and_bad_samples_change_nothing(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    pool.create(pool.node("ws"))
+    pods = await start(api, namespace, 4, pool)
+    core = client.CoreV1Api(api)
+    busy = {p.metadata.name for p in pods[:2]}
+    uid = {p.metadata.name: p.metadata.uid for p in pods}
+    now = datetime.now(UTC)
+    for p in pods:
+        value = 500 if p.metadata.name in busy else 1
+        await core.patch_namespaced_pod(
+            p.metadata.name,
+            namespace,
+            {"metadata": {"annotations": {SAMPLE: _sample(value, p.metadata.uid, now)}}},
+        )
+
+    policies.append(f"busy-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"busy-{namespace}",
+            namespace,
+            deletionCost={
+                "minUpdateIntervalSeconds": 0,
+                "signals": [
+                    {
+                        "type": "Metric",
+                        "metric": {
+                            "annotation": {"key": SAMPLE},
+                            "maxAgeSeconds": 600,
+                            "bands": [{"min": 0, "points": 0}, {"min": 100, "points": 900}],
+                        },
+                    }
+                ],
+            },
+        ),
+    )
+    pods = await wait_for_costs(api, namespace, lambda p: "900" if p.metadata.name in busy else "0")
+
+    # Untrustworthy samples on a busy pod and an idle pod, each of which would move the
+    # cost if it were trusted (the idle pod's claims 700 connections).
+    target_busy, target_idle = sorted(busy)[0], sorted(set(uid) - busy)[0]
+    stamp = {p.metadata.name: _our_entry(p) for p in pods}
+    bad_samples: list[Callable[[str, int], str]] = [
+        lambda u, v: _sample(v, u, now - timedelta(hours=1)),  # stale
+        lambda u, v: _sample(v, u, datetime.now(UTC) + timedelta(hours=1)),  # future-dated
+        lambda u, v: _sample("NaN", u, datetime.now(UTC)),
+        lambda u, v: _sample(-v, u, datetime.now(UTC)),  # negative
+        lambda u, v: _sample(v, "another-pod-uid", datetime.now(UTC)),
+        lambda u, v: "{not json",
+    ]
+    for bad in bad_samples:
+        for name, value in ((target_busy, 5), (target_idle, 700)):
+            annotation = {SAMPLE: bad(uid[name], value)}
+            await core.patch_namespaced_pod(
+                name, namespace, {"metadata": {"annotations": annotation}}
+            )
+    await asyncio.sleep(3)  # several reconcile rounds; minUpdateIntervalSeconds is 0
+    after = {
+        p.metadata.name: p
+        for p in (await core.list_namespaced_pod(namespace, label_selector="app=app")).items
+    }
+    for name in (target_busy, target_idle):
+        assert costs_of([after[name]])[name] == ("900" if name in busy else "0")
+        assert _our_entry(after[name]) == stamp[name], (
+            "schedpolicy wrote to a pod with an untrusted sample"
+        )
+
+    survivors, _ = await scale_down(api, namespace, list(after.values()), 2)
+    assert {p.metadata.name for p in survivors} == busy
+
+
+# ---- (f) restart --------------------------------------------------------------------------
+
+
+async def test_restart_makes_no_writes(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    pool.create(
+        pool.node("r1", labels={CAPACITY: "spot"}), pool.node("r2", labels={CAPACITY: "on-demand"})
+    )
+    spot = pool.nodes[0].name
+    await start(api, namespace, 6, pool)
+    policies.append(f"restart-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"restart-{namespace}",
+            namespace,
+            deletionCost={
+                "signals": [
+                    {"type": "CapacityType", "capacityType": {"spot": -300}},
+                    {"type": "NodeConsolidation"},
+                ]
+            },
+        ),
+    )
+    await wait_for_costs(api, namespace, lambda p: "-300" if p.spec.node_name == spot else "0")
+    versions = {
+        p.metadata.name: p.metadata.resource_version
+        for p in (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
+    }
+    restarted_at = datetime.now(UTC)
+
+    operator.restart()
+    operator.wait_for_log("view synced")
+    await asyncio.sleep(5)
+
+    after = (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
+    assert {p.metadata.name: p.metadata.resource_version for p in after} == versions
+    pod_writes = [
+        e for e in writes_by(cluster.audit_log, since=restarted_at) if e.resource == "pods"
+    ]
+    assert pod_writes == []
+
+
+# ---- (g) UID race -------------------------------------------------------------------------
+
+
+async def test_patch_for_a_replaced_pod_is_refused(
+    cluster: LocalCluster, api: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api)
+    body = {
+        "metadata": {"name": "reborn"},
+        "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
+    }
+    old = await core.create_namespaced_pod(namespace, body)
+    patch = cost_patch(old.metadata.uid, "-999", has_annotations=False)  # prepared for the old pod
+    await core.delete_namespaced_pod("reborn", namespace, grace_period_seconds=0)
+
+    async def gone() -> bool:
+        try:
+            await core.read_namespaced_pod("reborn", namespace)
+        except ApiException as err:
+            return err.status == 404
+        return False
+
+    await eventually(gone, what="the old pod to be gone")
+    new = await core.create_namespaced_pod(namespace, body)
+    kube = await Kube.connect(Credentials(kubeconfig=str(cluster.operator_kubeconfig)), "e2e")
+    try:
+        with pytest.raises(ApiException) as err:
+            await kube.patch_pod(namespace, "reborn", patch)
+    finally:
+        await kube.close()
+
+    assert err.value.status == 422
+    stored = await core.read_namespaced_pod("reborn", namespace)
+    assert stored.metadata.uid == new.metadata.uid != old.metadata.uid
+    assert COST_ANNOTATION not in (stored.metadata.annotations or {})
