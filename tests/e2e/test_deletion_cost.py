@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -467,3 +468,79 @@ async def test_patch_for_a_replaced_pod_is_refused(
     stored = await core.read_namespaced_pod("reborn", namespace)
     assert stored.metadata.uid == new.metadata.uid != old.metadata.uid
     assert COST_ANNOTATION not in (stored.metadata.annotations or {})
+
+
+# ---- Metric from a real Prometheus endpoint "on" the pod ----------------------------------
+
+
+async def test_metric_scraped_from_pod_endpoint(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    """KWOK gives pods loopback IPs (127.66.0.0/16), so a test server can answer on a pod's
+    own IP. A hanging endpoint must leave the cost as it is (bounded by the timeout)."""
+    pool.create(pool.node("metrics"))
+    pods = await start(api, namespace, 2, pool)
+    busy, idle = pods
+    port = 19090
+    answers = {busy.status.pod_ip: "conns 75\n", idle.status.pod_ip: "conns 0\n"}
+    hang = asyncio.Event()
+
+    async def metrics(request: web.Request) -> web.Response:
+        if hang.is_set():
+            await asyncio.sleep(30)
+        return web.Response(text=answers[request.host.split(":")[0]])
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    for ip in answers:
+        await web.TCPSite(runner, ip, port).start()
+    try:
+        policies.append(f"scrape-{namespace}")
+        apply(
+            cluster,
+            namespace_policy(
+                f"scrape-{namespace}",
+                namespace,
+                deletionCost={
+                    "minUpdateIntervalSeconds": 0,
+                    "signals": [
+                        {
+                            "type": "Metric",
+                            "metric": {
+                                "prometheus": {
+                                    "port": port,
+                                    "metric": "conns",
+                                    "timeoutSeconds": 0.5,
+                                },
+                                "bands": [{"min": 0, "points": 0}, {"min": 50, "points": 600}],
+                            },
+                        }
+                    ],
+                },
+            ),
+        )
+        await wait_for_costs(
+            api, namespace, lambda p: "600" if p.metadata.name == busy.metadata.name else "0"
+        )
+
+        # The idle pod turns busy but its endpoint hangs: no sample, no change.
+        answers[idle.status.pod_ip] = "conns 99\n"
+        hang.set()
+        await asyncio.sleep(4)
+        now = {
+            p.metadata.name: p
+            for p in (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
+        }
+        assert costs_of(list(now.values())) == {busy.metadata.name: "600", idle.metadata.name: "0"}
+
+        hang.clear()
+        await wait_for_costs(api, namespace, lambda p: "600")
+    finally:
+        await runner.cleanup()
