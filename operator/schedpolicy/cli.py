@@ -58,6 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # The API client logs every response body at debug level; never wanted, even with -v.
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,

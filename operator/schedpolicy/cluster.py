@@ -142,6 +142,8 @@ def pod_record(body: Mapping[str, Any]) -> PodRecord:
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
     name: str
+    uid: str
+    resource_version: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     allocatable_mcpu: int
@@ -189,6 +191,8 @@ def node_record(body: Mapping[str, Any]) -> NodeRecord:
     )
     return NodeRecord(
         name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
         labels=dict(meta.get("labels") or {}),
         annotations={
             k: v
@@ -228,6 +232,10 @@ def replicaset_record(body: Mapping[str, Any]) -> ReplicaSetRecord:
     )
 
 
+def _label_inputs(node: NodeRecord) -> tuple[Any, ...]:
+    return (node.labels, node.annotations, node.allocatable_gpus, node.label_managers)
+
+
 # ---- the view ----------------------------------------------------------------------------
 
 
@@ -239,12 +247,14 @@ class Affected:
     nodes: set[str] = field(default_factory=set)  # nodes whose fill changed
     replicasets: set[str] = field(default_factory=set)  # RS UIDs whose zone spread changed
     all_pods: bool = False  # eligible zones or namespace labels changed
+    label_nodes: set[str] = field(default_factory=set)  # nodes whose GPU labels need a look
 
     def merge(self, other: Affected) -> None:
         self.pods |= other.pods
         self.nodes |= other.nodes
         self.replicasets |= other.replicasets
         self.all_pods = self.all_pods or other.all_pods
+        self.label_nodes |= other.label_nodes
 
 
 SampleKey = tuple[str, int, str, str]  # pod UID, port, path, metric
@@ -363,6 +373,8 @@ class ClusterView:
         if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
             self._eligible_zones = None
             affected.all_pods = True
+        if old is None or _label_inputs(old) != _label_inputs(new):
+            affected.label_nodes.add(new.name)
         return new, affected
 
     def remove_node(self, name: str) -> Affected:
@@ -370,6 +382,9 @@ class ClusterView:
             return Affected()
         self._eligible_zones = None
         return Affected(nodes={name}, all_pods=True)
+
+    def node_names(self) -> set[str]:
+        return set(self.nodes)
 
     def eligible_zones(self) -> frozenset[str]:
         if self._eligible_zones is None:

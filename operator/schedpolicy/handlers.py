@@ -106,8 +106,10 @@ async def pod_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None
 
 @kopf.index("nodes", registry=registry)
 async def node_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    affected = memo.view.upsert_node(body)[1]
-    memo.wake().changed(affected)
+    node, affected = memo.view.upsert_node(body)
+    reconciler = memo.wake()
+    reconciler.node_seen(node)
+    reconciler.changed(affected)
 
 
 @kopf.on.event("nodes", registry=registry)
@@ -115,7 +117,9 @@ async def node_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> Non
     reconciler = memo.wake()
     reconciler.mark_synced()
     if event["type"] == "DELETED":
-        reconciler.changed(memo.view.remove_node(event["object"]["metadata"]["name"]))
+        name = event["object"]["metadata"]["name"]
+        reconciler.changed(memo.view.remove_node(name))
+        reconciler.node_gone(name)
 
 
 @kopf.index("apps", "v1", "replicasets", registry=registry)

@@ -162,6 +162,11 @@ class Kube:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         return await self._send("PATCH", path, patch, "application/json-patch+json")
 
+    async def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self._send(
+            "PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json"
+        )
+
     async def patch_policy_status(self, name: str, status: dict[str, Any]) -> None:
         path = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}/{name}/status"
         await self._send("PATCH", path, {"status": status}, "application/merge-patch+json")

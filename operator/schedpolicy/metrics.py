@@ -29,6 +29,12 @@ SAMPLES_REJECTED = Counter(
     " negative, wrong-uid, malformed, timeout, ...).",
     ["reason"],
 )
+NODE_LABEL_WRITES = Counter(
+    "schedpolicy_node_label_writes_total",
+    "GPU label patches sent to nodes, by result: ok, conflict (the node was replaced),"
+    " not-found, error.",
+    ["result"],
+)
 RECONCILE_SECONDS = Histogram(
     "schedpolicy_reconcile_duration_seconds",
     "Time to recompute the costs of the pods a batch of changes affected.",

@@ -24,8 +24,9 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schedpolicy import api, costs, matching, metrics
-from schedpolicy.cluster import Affected, ClusterView, PodRecord, PolicyObject
+from schedpolicy.cluster import Affected, ClusterView, NodeRecord, PodRecord, PolicyObject
 from schedpolicy.kube import Kube, ObjectRef, cost_patch, cost_removal_patch
+from schedpolicy.label_sync import LabelSync
 from schedpolicy.policy_status import (
     Counts,
     Observation,
@@ -89,7 +90,10 @@ class Reconciler:
         self._wake = asyncio.Event()
         self._policies_dirty = True
         self._all_pods_dirty = True
+        self._all_nodes_dirty = True
         self._dirty = Affected()
+        self.labels = LabelSync(kube, view, self._post_warning)
+        # Work items are "pod:<uid>" or "node:<name>".
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._inflight: set[str] = set()
@@ -120,6 +124,7 @@ class Reconciler:
     def policies_changed(self) -> None:
         self._policies_dirty = True
         self._all_pods_dirty = True
+        self._all_nodes_dirty = True
         self._wake.set()
 
     def changed(self, affected: Affected) -> None:
@@ -131,6 +136,13 @@ class Reconciler:
         written = self._written.get(pod.uid)
         if written is not None and _rv(pod.resource_version) >= _rv(written.resource_version):
             del self._written[pod.uid]
+
+    def node_seen(self, node: NodeRecord) -> None:
+        self.labels.node_seen(node)
+
+    def node_gone(self, name: str) -> None:
+        self.labels.node_gone(name)
+        self._counts_dirty = True
 
     def pod_gone(self, uid: str) -> None:
         self._written.pop(uid, None)
@@ -174,7 +186,9 @@ class Reconciler:
             self._policies_dirty = False
             self._counts_dirty = True
         started = time.perf_counter()
+        label_nodes = self._dirty_label_nodes()
         self._plan_dirty_pods()
+        await self._plan_nodes(label_nodes)
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         if self._counts_dirty:
             wait = self._last_status + self.status_interval - self.clock()
@@ -187,8 +201,33 @@ class Reconciler:
 
     # ---- deletion cost -------------------------------------------------------------------
 
+    # ---- node labels ---------------------------------------------------------------------
+
+    def _dirty_label_nodes(self) -> set[str]:
+        if self._all_nodes_dirty:
+            self._all_nodes_dirty = False
+            self._dirty.label_nodes.clear()
+            return self.view.node_names()
+        names, self._dirty.label_nodes = self._dirty.label_nodes, set()
+        return names
+
+    async def _plan_nodes(self, names: set[str]) -> None:
+        if not names:
+            return
+        policies = self.view.policies()
+        for name in sorted(names):
+            before = self.labels.outcomes.get(name)
+            if self.labels.refresh(name, policies):
+                self._enqueue(f"node:{name}")
+            if self.labels.outcomes.get(name) != before:
+                self._counts_dirty = True
+            await self.labels.report(name)
+
+    # ---- deletion cost -------------------------------------------------------------------
+
     def _dirty_pod_uids(self) -> set[str]:
-        dirty, self._dirty = self._dirty, Affected()
+        dirty = self._dirty
+        self._dirty = Affected(label_nodes=dirty.label_nodes)
         if self._all_pods_dirty or dirty.all_pods:
             self._all_pods_dirty = False
             return set(self.view.pods)
@@ -261,9 +300,12 @@ class Reconciler:
                     due - self.clock(), self._retry, pod.uid
                 )
             return
-        if pod.uid not in self._queued:
-            self._queued.add(pod.uid)
-            self._queue.put_nowait(pod.uid)
+        self._enqueue(f"pod:{pod.uid}")
+
+    def _enqueue(self, key: str) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
 
     def _retry(self, uid: str) -> None:
         self._timers.pop(uid, None)
@@ -277,20 +319,29 @@ class Reconciler:
 
     async def _writer(self) -> None:
         while True:
-            uid = await self._queue.get()
-            self._queued.discard(uid)
-            self._inflight.add(uid)
+            key = await self._queue.get()
+            self._queued.discard(key)
+            kind, _, name = key.partition(":")
+            if kind == "node":
+                try:
+                    await self.labels.write(name, self.view.policies())
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("writing the labels of node %s failed", name)
+                continue
+            self._inflight.add(name)
             try:
-                await self._write(uid)
+                await self._write(name)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("writing the cost of pod %s failed", uid)
+                log.exception("writing the cost of pod %s failed", name)
             finally:
-                self._inflight.discard(uid)
-                if uid in self._recheck:
-                    self._recheck.discard(uid)
-                    self.changed(Affected(pods={uid}))
+                self._inflight.discard(name)
+                if name in self._recheck:
+                    self._recheck.discard(name)
+                    self.changed(Affected(pods={name}))
 
     async def _write(self, uid: str) -> None:
         pod = self.view.pods.get(uid)
@@ -333,16 +384,18 @@ class Reconciler:
 
     async def _warn(self, pod: PodRecord, reason: str, message: str) -> None:
         ref = ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)
+        await self._post_warning(ref, reason, message)
+
+    async def _post_warning(self, ref: ObjectRef, reason: str, message: str) -> None:
         try:
             await self.kube.emit_event(ref, "Warning", reason, message)
         except ApiException as err:
-            log.warning(
-                "could not post event on pod %s/%s: %s", pod.namespace, pod.name, err.reason
-            )
+            log.warning("could not post event on %s %s: %s", ref.kind, ref.name, err.reason)
 
     # ---- policy status -------------------------------------------------------------------
 
-    def _counts(self) -> tuple[dict[str, Counts], dict[str, list[str]]]:
+    def _counts(self) -> tuple[dict[str, Counts], dict[str, list[tuple[str, str]]]]:
+        """Per policy: the status counts, and problems as (reason, message)."""
         matched: Counter[str] = Counter()
         costed: Counter[str] = Counter()
         bands: Counter[str] = Counter()
@@ -359,18 +412,24 @@ class Reconciler:
             if pod.cost is not None and api.FIELD_MANAGER in pod.cost_managers:
                 bands[pod.cost] += 1
         metrics.set_cost_bands(bands)
-        failures: dict[str, list[str]] = defaultdict(list)
+        failures: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for uid, (failed_policy, message) in self._failures.items():
             if failed_policy is not None:
                 failed = self.view.pods.get(uid)
                 where = f"{failed.namespace}/{failed.name}" if failed else uid
-                failures[failed_policy].append(f"{where}: {message}")
+                failures[failed_policy].append(
+                    ("CostWriteFailed", f"writing the cost of {where} failed: {message}")
+                )
+        labeled, label_conflicts = self.labels.counts()
+        for policy_name, problems in label_conflicts.items():
+            failures[policy_name] += [("LabelConflict", p) for p in problems]
         counts = {}
         for policy in self.view.policies():
             has_pods = policy.has("deletionCost") or policy.has("placement")
             counts[policy.name] = Counts(
                 matched_pods=matched[policy.name] if has_pods else None,
                 costed_pods=costed[policy.name] if policy.has("deletionCost") else None,
+                labeled_nodes=labeled[policy.name] if policy.has("nodeLabels") else None,
             )
         return counts, failures
 
@@ -384,15 +443,16 @@ class Reconciler:
                 del self._written_status[name]
         for obj in objects:
             problems = failures.get(obj.name, [])
+            shown = [message for _, message in problems[:5]]
+            if len(problems) > 5:
+                shown.append(f"and {len(problems) - 5} more")
             obs = Observation(
                 name=obj.name,
                 generation=obj.generation,
                 spec_error=obj.error,
                 conflicts=conflicts.get(obj.name, ()),
-                degraded=[f"{len(problems)} cost writes failed, e.g. {problems[0]}"]
-                if problems
-                else [],
-                degraded_reason="CostWriteFailed",
+                degraded=shown,
+                degraded_reason=problems[0][0] if problems else "AsExpected",
                 counts=counts.get(obj.name, Counts()),
             )
             desired = desired_status(obs, obj.status, self.now())

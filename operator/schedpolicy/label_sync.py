@@ -1,0 +1,133 @@
+"""Keeps GPU labels on nodes in line with the governing policy (the shell around gpu.py).
+
+The reconciler tells it which nodes to look at and runs its writes; this module
+plans one node at a time, writes one merge patch per node that needs one, and
+remembers what it wrote so that nothing is written twice before the watch
+shows the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schedpolicy import gpu, matching, metrics
+from schedpolicy.cluster import ClusterView, NodeRecord
+from schedpolicy.kube import Kube, ObjectRef
+
+log = logging.getLogger("schedpolicy.labels")
+
+Warn = Callable[[ObjectRef, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    policy: str | None
+    decision: gpu.LabelDecision | None
+    plan: gpu.LabelPlan
+
+
+def _rv(value: str) -> int:
+    return int(value) if value.isdigit() else -1
+
+
+class LabelSync:
+    def __init__(self, kube: Kube, view: ClusterView, warn: Warn) -> None:
+        self.kube = kube
+        self.view = view
+        self.warn = warn
+        self.outcomes: dict[str, NodeOutcome] = {}
+        self._written: dict[str, str] = {}  # node -> resourceVersion our last write produced
+        self._reported: dict[str, set[str]] = defaultdict(set)  # messages already posted as Events
+
+    def node_seen(self, node: NodeRecord) -> None:
+        written = self._written.get(node.name)
+        if written is not None and _rv(node.resource_version) >= _rv(written):
+            del self._written[node.name]
+
+    def node_gone(self, name: str) -> None:
+        self.outcomes.pop(name, None)
+        self._written.pop(name, None)
+        self._reported.pop(name, None)
+
+    def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
+        match = matching.governing_node_policy(policies, node.labels)
+        policy = match.policy
+        decision = None
+        allow_overwrite = False
+        if policy is not None and policy.spec.node_labels is not None:
+            spec = policy.spec.node_labels.gpu
+            decision = gpu.decide(spec, node.labels, node.allocatable_gpus)
+            allow_overwrite = spec.allow_overwrite
+        desired = decision.labels if decision is not None else {}
+        plan = gpu.plan(
+            desired, node.labels, node.annotations, node.label_managers, allow_overwrite
+        )
+        return NodeOutcome(policy.name if policy else None, decision, plan)
+
+    def refresh(self, name: str, policies: list[matching.Policy]) -> bool:
+        """Re-plan one node; True when it needs a write."""
+        node = self.view.nodes.get(name)
+        if node is None:
+            self.node_gone(name)
+            return False
+        outcome = self.plan_node(node, policies)
+        self.outcomes[name] = outcome
+        return not outcome.plan.empty and name not in self._written
+
+    async def report(self, name: str) -> None:
+        """Post each new conflict or source disagreement on the node once."""
+        node, outcome = self.view.nodes.get(name), self.outcomes.get(name)
+        if node is None or outcome is None:
+            return
+        messages = [("LabelConflict", m) for m in outcome.plan.conflicts]
+        if outcome.decision is not None:
+            messages += [("GPUSourcesDisagree", m) for m in outcome.decision.disagreements]
+            if outcome.decision.error:
+                messages.append(("LabelPrefixRefused", outcome.decision.error))
+        for reason, message in messages:
+            if message not in self._reported[name]:
+                self._reported[name].add(message)
+                await self.warn(ObjectRef("v1", "Node", node.name, node.uid), reason, message)
+
+    async def write(self, name: str, policies: list[matching.Policy]) -> None:
+        if not self.refresh(name, policies):
+            return
+        node, plan = self.view.nodes[name], self.outcomes[name].plan
+        try:
+            stored = await self.kube.patch_node(name, plan.patch(node.uid))
+        except ApiException as err:
+            if err.status in (404, 409):
+                # Gone, or replaced by a node of the same name (the UID precondition failed).
+                metrics.NODE_LABEL_WRITES.labels(
+                    result="conflict" if err.status == 409 else "not-found"
+                ).inc()
+                return
+            metrics.NODE_LABEL_WRITES.labels(result="error").inc()
+            await self.warn(
+                ObjectRef("v1", "Node", node.name, node.uid),
+                "LabelWriteFailed",
+                f"writing GPU labels failed: {err.status} {err.reason}",
+            )
+            return
+        metrics.NODE_LABEL_WRITES.labels(result="ok").inc()
+        log.info("node %s: set %s, removed %s", name, dict(plan.set), list(plan.remove))
+        self._written[name] = str(stored.get("metadata", {}).get("resourceVersion", ""))
+
+    def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
+        """Per policy: nodes carrying exactly its labels, and label conflicts."""
+        labeled: Counter[str] = Counter()
+        conflicts: dict[str, list[str]] = defaultdict(list)
+        for name, outcome in self.outcomes.items():
+            node = self.view.nodes.get(name)
+            if node is None or outcome.policy is None or outcome.decision is None:
+                continue
+            desired = outcome.decision.labels
+            if desired and all(node.labels.get(k) == v for k, v in desired.items()):
+                labeled[outcome.policy] += 1
+            conflicts[outcome.policy] += [f"node {name}: {c}" for c in outcome.plan.conflicts]
+        return labeled, conflicts

@@ -1,0 +1,255 @@
+"""GPU node labels on KWOK nodes, and the real scheduler placing pods by them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from localcluster import LocalCluster
+from localcluster.topology import FakeNode
+from tests.e2e.audit import writes_by
+from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
+from tests.e2e.operator_process import OperatorProcess
+from tests.e2e.pools import Pool, apply, get_json
+
+pytestmark = pytest.mark.e2e
+MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
+OWNED = "schedpolicy.io/owned-labels"
+PRODUCT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.memory"
+SOURCE = "schedpolicy.io/e2e-gpu-source"
+
+
+@pytest.fixture
+async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
+    made = Pool(cluster, namespace)
+    yield made
+    await asyncio.to_thread(made.cleanup)
+
+
+def gpu_node(pool: Pool, name: str, itype: str, gpus: str, source: str, **labels: str) -> FakeNode:
+    return pool.node(
+        name,
+        instance_type=itype,
+        gpus=gpus,
+        cpu="96",
+        pods="100",
+        labels={SOURCE: source, **labels},
+    )
+
+
+def label_policy(name: str, pool: Pool, source: str, sources: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "priority": 500,
+            "nodeLabels": {
+                "gpu": {
+                    "sources": sources,
+                    "nodeSelector": {"matchLabels": {**pool.selector, SOURCE: source}},
+                }
+            },
+        },
+    }
+
+
+def node_state(cluster: LocalCluster, name: str) -> dict[str, Any]:
+    node = get_json(cluster, "node", name)
+    meta = node["metadata"]
+    ours = [
+        {k: v for k, v in e.items() if k in ("manager", "time", "fieldsV1", "operation")}
+        for e in meta.get("managedFields", [])
+        if e["manager"] == "schedpolicy"
+    ]
+    return {
+        "labels": {k: v for k, v in meta["labels"].items() if k.startswith("schedpolicy.io/gpu")},
+        "owned": meta.get("annotations", {}).get(OWNED),
+        "managed": ours,
+    }
+
+
+async def test_gpu_labels_from_verified_sources(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    nodes = {
+        "p4d": gpu_node(pool, "p4d", "p4d.24xlarge", "8", "table"),
+        "p4de": gpu_node(
+            pool,
+            "p4de",
+            "p4de.24xlarge",
+            "8",
+            "table",
+            **{PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"},
+        ),
+        "g5": gpu_node(
+            pool, "g5", "g5.12xlarge", "4", "table", **{PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028"}
+        ),
+        "p5": gpu_node(
+            pool,
+            "p5",
+            "p5.48xlarge",
+            "8",
+            "gfd",
+            **{PRODUCT: "NVIDIA-H100-80GB-HBM3", GFD_MEMORY: "81559"},
+        ),
+        "broken": gpu_node(
+            pool,
+            "broken",
+            "g5.12xlarge",
+            "0",
+            "gfd",
+            **{PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028"},
+        ),
+        "custom": gpu_node(pool, "custom", "p4d.24xlarge", "8", "table", **{MODEL: "custom"}),
+    }
+    pool.create(*nodes.values())
+    name = {k: n.name for k, n in nodes.items()}
+    policies.extend([f"table-{pool.tag}", f"gfd-{pool.tag}"])
+    apply(
+        cluster,
+        label_policy(f"table-{pool.tag}", pool, "table", ["InstanceType", "GPUFeatureDiscovery"]),
+    )
+    apply(
+        cluster,
+        label_policy(f"gfd-{pool.tag}", pool, "gfd", ["GPUFeatureDiscovery", "InstanceType"]),
+    )
+
+    expected = {
+        "p4d": {MODEL: "A100", MEMORY: "40960"},
+        "p4de": {MODEL: "A100", MEMORY: "81920"},
+        "g5": {MODEL: "A10G", MEMORY: "22888"},
+        "p5": {MODEL: "H100", MEMORY: "81559"},
+        "broken": {},
+        "custom": {MODEL: "custom", MEMORY: "40960"},
+    }
+
+    def labelled() -> dict[str, Any] | None:
+        states = {k: node_state(cluster, n) for k, n in name.items()}
+        return states if all(states[k]["labels"] == v for k, v in expected.items()) else None
+
+    states = wait_until(labelled, within=60, what="GPU labels on every pool node")
+
+    # Ownership: we list exactly the keys we set; the admin's gpu-model on `custom` is not ours.
+    assert states["p4d"]["owned"] == f"{MEMORY},{MODEL}"
+    assert states["custom"]["owned"] == MEMORY
+    assert states["broken"]["owned"] is None
+
+    # The conflict is reported on the node and in the policy's status.
+    def conflict_reported() -> dict[str, Any] | None:
+        status = get_json(cluster, "spol", f"table-{pool.tag}").get("status", {})
+        degraded = {c["type"]: c for c in status.get("conditions", [])}.get("Degraded", {})
+        return (
+            status
+            if degraded.get("reason") == "LabelConflict" and name["custom"] in degraded["message"]
+            else None
+        )
+
+    status = wait_until(conflict_reported, within=30, what="Degraded=LabelConflict on the policy")
+    assert status["labeledNodes"] == 3  # p4d, p4de, g5; custom's model label is not ours
+    events = get_json(
+        cluster,
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        f"involvedObject.name={name['custom']},reason=LabelConflict",
+    )["items"]
+    assert events
+    assert "custom" in events[0]["message"]
+
+    # A restart writes nothing to any node: labels, annotation and our managedFields entry,
+    # timestamp included, stay as they are.
+    await asyncio.sleep(2)
+    before = {k: node_state(cluster, n) for k, n in name.items()}
+    restarted_at = datetime.now(UTC)
+    operator.restart()
+    operator.wait_for_log("view synced")
+    await asyncio.sleep(5)
+    assert {k: node_state(cluster, n) for k, n in name.items()} == before
+    assert [
+        e for e in writes_by(cluster.audit_log, since=restarted_at) if e.resource == "nodes"
+    ] == []
+
+    # The real scheduler places by these labels: "> 40 GiB A100 or H100" fits p4de and p5 only.
+    await place_and_check(api, namespace, pool, "Gt", "40960", {name["p4de"], name["p5"]})
+
+    # Deleting the policies removes exactly our labels, and the annotation.
+    for policy in policies:
+        cluster.kubectl("delete", "spol", policy)
+
+    def cleaned() -> dict[str, Any] | None:
+        states = {k: node_state(cluster, n) for k, n in name.items()}
+        done = all(s["owned"] is None for s in states.values())
+        return (
+            states
+            if done
+            and all(
+                s["labels"] == ({MODEL: "custom"} if k == "custom" else {})
+                for k, s in states.items()
+            )
+            else None
+        )
+
+    wait_until(cleaned, within=30, what="our labels removed")
+    p5 = get_json(cluster, "node", name["p5"])["metadata"]["labels"]
+    assert p5[PRODUCT] == "NVIDIA-H100-80GB-HBM3"
+    assert p5[SOURCE] == "gfd"
+
+
+async def place_and_check(
+    api: client.ApiClient, namespace: str, pool: Pool, op: str, memory: str, allowed: set[str]
+) -> None:
+    core = client.CoreV1Api(api)
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": MODEL, "operator": "In", "values": ["A100", "H100"]},
+                            {"key": MEMORY, "operator": op, "values": [memory]},
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    names = [f"train-{i}" for i in range(6)]
+    for pod_name in names:
+        await core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": pod_name, "labels": {"app": "train"}},
+                "spec": {
+                    "nodeSelector": pool.selector,
+                    "affinity": affinity,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": PAUSE_IMAGE,
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        )
+
+    async def bound() -> list[str] | None:
+        pods = (await core.list_namespaced_pod(namespace, label_selector="app=train")).items
+        placed = [p.spec.node_name for p in pods if p.spec.node_name]
+        return placed if len(placed) == len(names) else None
+
+    placed = await eventually(bound, what="the training pods to be bound")
+    assert set(placed) <= allowed, placed
+    assert len(set(placed)) >= 1
