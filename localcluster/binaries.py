@@ -13,6 +13,7 @@ REQUIRED = (
     "kube-scheduler",
     "kubectl",
     "kwok",
+    "helm",
 )
 
 

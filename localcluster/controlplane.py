@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import binaries, topology
+from localcluster import binaries, chart, topology
 from localcluster.pki import Authority, KeyPair, service_account_keys
 from localcluster.supervisor import Supervisor
 
@@ -31,7 +31,14 @@ STAGES_DIR = Path(__file__).with_name("stages")
 DEFAULT_WORKDIR = binaries.REPO / ".cluster" / "local"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "127.66.0.0/16"
-STOP_ORDER = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+STOP_ORDER = [
+    "kwok",
+    "schedpolicy-scheduler",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+]
 
 CONTROLLERS = (
     "deployment-controller",
@@ -91,10 +98,14 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    secondary_scheduler: int
 
     @classmethod
     def allocate(cls) -> Ports:
-        return cls(*(free_port() for _ in range(6)))
+        ports: set[int] = set()
+        while len(ports) < 7:
+            ports.add(free_port())
+        return cls(*sorted(ports))
 
 
 def _kubeconfig(server: str, ca: Path, client: KeyPair, user: str) -> dict[str, Any]:
@@ -186,6 +197,7 @@ class LocalCluster:
             self._start_kwok(ports)
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
+            self._start_secondary_scheduler(ports)
         except BaseException:
             self.down()
             raise
@@ -386,6 +398,45 @@ class LocalCluster:
             ],
         )
         self._wait_http(f"http://127.0.0.1:{p.kwok}/healthz", None, "kwok", 60)
+
+    def _start_secondary_scheduler(self, p: Ports) -> None:
+        """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""
+        docs = chart.render("templates/scheduler/rbac.yaml", "templates/scheduler/configmap.yaml")
+        self.kubectl("create", "namespace", chart.NAMESPACE)
+        rbac = [d for d in docs if d["kind"] != "ConfigMap"]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+        config = chart.scheduler_config(docs)
+        name = config["profiles"][0]["schedulerName"]
+        token = self.kubectl(
+            "create", "token", name, "-n", chart.NAMESPACE, "--duration=48h"
+        ).strip()
+        kubeconfig = self.workdir / "schedpolicy-scheduler.kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(chart.token_kubeconfig(self.server, self.pki / "ca.crt", token, name))
+        )
+        kubeconfig.chmod(0o600)
+        # The one change to the chart's configuration: how to reach the apiserver.
+        config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+        config_path = self.workdir / "schedpolicy-scheduler.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        self.supervisor.start(
+            "schedpolicy-scheduler",
+            [
+                str(binaries.path("kube-scheduler")),
+                f"--config={config_path}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.secondary_scheduler}",
+            ],
+        )
+        self._wait_http(
+            f"https://127.0.0.1:{p.secondary_scheduler}/healthz",
+            _insecure(),
+            "schedpolicy-scheduler",
+            60,
+        )
 
     def _wait_for_default_service_account(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

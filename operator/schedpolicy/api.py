@@ -509,7 +509,9 @@ class Placement(Model):
         default=None, max_length=32, description="Preferred instance-type prefixes."
     )
     avoid_gpu_nodes: bool = Field(
-        default=False, description="Prefer nodes without GPUs for pods that request none."
+        default=False,
+        alias="avoidGPUNodes",
+        description="Prefer nodes without GPUs for pods that request none.",
     )
     zone_spread: ZoneSpread | None = Field(
         default=None, description="Spread the pod's ReplicaSet over zones."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -47,9 +48,35 @@ def build_parser() -> argparse.ArgumentParser:
         default=16,
         help="pod patches in flight at once",
     )
+    run.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        help="serve the admission webhook on this port (0: off)",
+    )
+    run.add_argument("--webhook-address", default="0.0.0.0", help="address the webhook listens on")
+    run.add_argument("--webhook-cert", help="PEM certificate the webhook serves")
+    run.add_argument("--webhook-key", help="PEM private key of --webhook-cert")
+    run.add_argument(
+        "--webhook-exclude-namespace",
+        action="append",
+        default=[],
+        help="never hint pods in this namespace (repeatable; kube-system, $POD_NAMESPACE always)",
+    )
+    run.add_argument(
+        "--pending-threshold-seconds",
+        type=float,
+        default=60.0,
+        help="a pod unscheduled on a policy's scheduler this long is reported",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
     return parser
+
+
+def _excluded(extra: list[str]) -> tuple[str, ...]:
+    own = os.environ.get("POD_NAMESPACE")
+    return tuple(sorted({"kube-system", *extra, *([own] if own else [])}))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -66,6 +93,12 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_address=args.metrics_address,
         write_concurrency=args.write_concurrency,
+        webhook_port=args.webhook_port,
+        webhook_address=args.webhook_address,
+        webhook_cert=args.webhook_cert,
+        webhook_key=args.webhook_key,
+        webhook_exclude_namespaces=_excluded(args.webhook_exclude_namespace),
+        pending_threshold_seconds=args.pending_threshold_seconds,
     )
     from schedpolicy.runtime import run
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from schedpolicy import api, kube
+from schedpolicy import admission, api, kube
 from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.reconciler import Reconciler
 from schedpolicy.scraper import Scraper
@@ -36,6 +36,16 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     )
     settings.watching.server_timeout = memo.config.watch_timeout_seconds
     settings.watching.client_timeout = memo.config.watch_timeout_seconds + 30
+    # The MutatingWebhookConfiguration is the chart's (a Service reference, our CA, our
+    # selectors); kopf only serves the endpoint and never registers a configuration.
+    settings.admission.managed = None
+    if memo.config.webhook_port:
+        settings.admission.server = kopf.WebhookServer(
+            addr=memo.config.webhook_address,
+            port=memo.config.webhook_port,
+            certfile=memo.config.webhook_cert,
+            pkeyfile=memo.config.webhook_key,
+        )
 
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
     memo.reconciler = Reconciler(memo.kube, memo.view, concurrency=memo.config.write_concurrency)
@@ -147,3 +157,21 @@ async def namespace_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -
     memo.wake().mark_synced()
     if event["type"] == "DELETED":
         memo.view.remove_namespace(event["object"]["metadata"]["name"])
+
+
+@kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)
+async def pod_hints(body: kopf.Body, patch: kopf.Patch, memo: OperatorState, **_: Any) -> None:
+    """Placement hints at admission. Fails open: the webhook's failurePolicy is Ignore."""
+    decision = admission.hints_for(body, memo.view, memo.config.webhook_exclude_namespaces)
+    if decision is None:
+        return
+    for dotted, value in decision.changes.items():
+        section, name = dotted.split(".", 1)
+        target = patch.setdefault(section, {})
+        if name.startswith("annotations."):
+            target.setdefault("annotations", {})[name.split(".", 1)[1]] = value
+        else:
+            target[name] = value
+    log.debug(
+        "hints for %s/%s: %s", body.metadata.namespace, body.metadata.name, decision.explanation
+    )

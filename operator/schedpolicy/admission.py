@@ -1,0 +1,42 @@
+"""Which pod gets which hints at admission: the glue between the view and hints.py."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from schedpolicy import hints, matching
+from schedpolicy.cluster import ClusterView
+from schedpolicy.gpu import INSTANCE_TYPE
+
+IGNORE_LABEL = "schedpolicy.io/ignore"
+
+
+def hints_for(
+    pod: Mapping[str, Any], view: ClusterView, excluded_namespaces: Collection[str]
+) -> hints.HintDecision | None:
+    """The hints for a pod being created, or None when no policy places it.
+
+    The webhook configuration already skips excluded namespaces and opted-out pods;
+    this checks again, so that a hand-edited configuration cannot make us touch them.
+    """
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    labels = meta.get("labels") or {}
+    if namespace in excluded_namespaces or IGNORE_LABEL in labels:
+        return None
+    match = matching.governing_policy(
+        view.policies(), "placement", labels, view.namespaces.get(namespace, {})
+    )
+    if match.policy is None:
+        return None
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    instance_types = {
+        n.labels[INSTANCE_TYPE] for n in view.nodes.values() if INSTANCE_TYPE in n.labels
+    }
+    return hints.decide(
+        match.policy,
+        pod,
+        owner_kind=owner.get("kind") if owner else None,
+        instance_types=instance_types,
+    )

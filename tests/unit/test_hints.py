@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from schedpolicy.api import parse_spec
+from schedpolicy.hints import HINTS_ANNOTATION, decide, gpu_request
+from schedpolicy.matching import Policy
+
+MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
+GPU_PLACEMENT = {"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40960}}
+
+
+def policy(**placement: Any) -> Policy:
+    return Policy(name="p", generation=3, spec=parse_spec({"placement": placement}))
+
+
+def pod(
+    gpus: str | None = None, labels: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": gpus} if gpus else {}
+    return {
+        "metadata": {"labels": labels or {"app": "train", "pod-template-hash": "abc"}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}], **spec},
+    }
+
+
+def applied(p: dict[str, Any], decision: Any) -> dict[str, Any]:
+    result: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(p), decision.json_patch(p))
+    return result
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpus"),
+    [
+        ({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}, 2),
+        ({"containers": [{"name": "a", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}, 1),
+        (
+            {
+                "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+                "containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            4,
+        ),
+        (
+            {
+                "initContainers": [
+                    {
+                        "name": "s",
+                        "restartPolicy": "Always",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+                "containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            2,
+        ),
+        ({"containers": [{"name": "a"}]}, 0),
+    ],
+)
+def test_effective_gpu_request(spec: dict[str, Any], gpus: int) -> None:
+    assert gpu_request(spec) == gpus
+
+
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        (None, "schedpolicy-scheduler"),
+        ("", "schedpolicy-scheduler"),
+        ("default-scheduler", "schedpolicy-scheduler"),
+        ("other", "other"),
+    ],
+)
+def test_scheduler_name(current: str | None, expected: str) -> None:
+    p = pod() if current is None else pod(schedulerName=current)
+    assert applied(p, decide(policy(), p))["spec"].get("schedulerName") == expected
+
+
+def test_gpu_affinity_for_a_fresh_pod() -> None:
+    p = pod("1")
+    out = applied(p, decide(policy(**GPU_PLACEMENT), p))
+    terms = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": MODEL, "operator": "In", "values": ["A100", "H100"]},
+                {"key": MEMORY, "operator": "Gt", "values": ["40959"]},
+            ]
+        }
+    ]
+
+
+def test_gpu_affinity_is_anded_into_every_existing_term() -> None:
+    existing = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchExpressions": [{"key": "rack", "operator": "Exists"}]},
+                ]
+            }
+        }
+    }
+    p = pod("1", affinity=existing)
+    out = applied(p, decide(policy(**GPU_PLACEMENT), p))
+    terms = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert len(terms) == 2
+    assert [e["key"] for e in terms[0]["matchExpressions"]] == ["zone", MODEL, MEMORY]
+    assert [e["key"] for e in terms[1]["matchExpressions"]] == ["rack", MODEL, MEMORY]
+
+
+def test_gpu_affinity_skipped_when_the_pod_constrains_the_keys() -> None:
+    existing = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": MODEL, "operator": "In", "values": ["L4"]}]}
+                ]
+            }
+        }
+    }
+    p = pod("1", affinity=existing)
+    decision = decide(policy(**GPU_PLACEMENT), p)
+    assert "spec.affinity" not in decision.changes
+    assert any("own required terms constrain" in line for line in decision.explanation)
+
+
+def test_no_gpu_affinity_for_cpu_pods() -> None:
+    decision = decide(policy(**GPU_PLACEMENT), pod())
+    assert "spec.affinity" not in decision.changes
+
+
+def test_capacity_type_prefers_both_label_schemes() -> None:
+    p = pod()
+    out = applied(p, decide(policy(capacityType={"prefer": "spot", "weight": 40}), p))
+    prefs = out["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert prefs == [
+        {
+            "weight": 40,
+            "preference": {
+                "matchExpressions": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+                ]
+            },
+        },
+        {
+            "weight": 40,
+            "preference": {
+                "matchExpressions": [
+                    {"key": "eks.amazonaws.com/capacityType", "operator": "In", "values": ["SPOT"]}
+                ]
+            },
+        },
+    ]
+
+
+def test_instance_type_prefixes_expand_to_known_types() -> None:
+    p = pod()
+    known = ["p5.48xlarge", "p4de.24xlarge", "p4d.24xlarge", "m5.xlarge"]
+    decision = decide(
+        policy(instanceTypes=[{"prefix": "p4d", "weight": 20}, {"prefix": "g6e", "weight": 5}]),
+        p,
+        instance_types=known,
+    )
+    prefs = applied(p, decision)["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert prefs == [
+        {
+            "weight": 20,
+            "preference": {
+                "matchExpressions": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": ["p4d.24xlarge"],
+                    }
+                ]
+            },
+        }
+    ]
+    assert any("g6e" in line and "no node" in line for line in decision.explanation)
+
+
+@pytest.mark.parametrize(("gpus", "avoids"), [(None, True), ("1", False)])
+def test_avoid_gpu_nodes_only_for_pods_without_gpus(gpus: str | None, avoids: bool) -> None:
+    p = pod(gpus)
+    out = applied(p, decide(policy(avoidGPUNodes=True), p))
+    prefs = (
+        (out["spec"].get("affinity") or {})
+        .get("nodeAffinity", {})
+        .get("preferredDuringSchedulingIgnoredDuringExecution", [])
+    )
+    assert bool(prefs) is avoids
+    if avoids:
+        assert prefs[0]["weight"] == 100
+        assert {e["operator"] for e in prefs[0]["preference"]["matchExpressions"]} == {
+            "DoesNotExist"
+        }
+
+
+def test_zone_spread_uses_owner_labels_without_template_hash() -> None:
+    p = pod()
+    out = applied(p, decide(policy(zoneSpread={"maxSkew": 2}), p, owner_kind="ReplicaSet"))
+    assert out["spec"]["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 2,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "train"}},
+        }
+    ]
+
+
+def test_zone_spread_kept_when_the_pod_has_one_and_skipped_without_owner() -> None:
+    own = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+        }
+    ]
+    assert (
+        "spec.topologySpreadConstraints"
+        not in decide(
+            policy(zoneSpread={}), pod(topologySpreadConstraints=own), owner_kind="ReplicaSet"
+        ).changes
+    )
+    assert "spec.topologySpreadConstraints" not in decide(policy(zoneSpread={}), pod()).changes
+
+
+FULL = dict(
+    gpu=GPU_PLACEMENT["gpu"],
+    capacityType={"prefer": "on-demand", "weight": 70},
+    instanceTypes=[{"prefix": "p5", "weight": 30}],
+    avoidGPUNodes=True,
+    zoneSpread={"maxSkew": 1},
+)
+
+
+@pytest.mark.parametrize("gpus", [None, "1"])
+def test_idempotent_and_recorded(gpus: str | None) -> None:
+    pol = policy(**FULL)
+    p = pod(gpus)
+    first = applied(p, decide(pol, p, owner_kind="ReplicaSet", instance_types=["p5.48xlarge"]))
+    again = decide(pol, first, owner_kind="ReplicaSet", instance_types=["p5.48xlarge"])
+    assert again.changes == {}
+    assert applied(first, again) == first
+    record = json.loads(first["metadata"]["annotations"][HINTS_ANNOTATION])
+    assert record["policy"] == "p"
+    assert record["generation"] == 3
+    assert "schedulerName" in record["injected"]
+
+
+def test_patch_adds_the_annotations_map_when_absent() -> None:
+    p = pod("1")
+    ops = decide(policy(**GPU_PLACEMENT), p).json_patch(p)
+    assert {
+        "op": "add",
+        "path": "/metadata/annotations",
+        "value": {HINTS_ANNOTATION: ops[-1]["value"][HINTS_ANNOTATION]},
+    } == ops[-1]
+    annotated = pod("1")
+    annotated["metadata"]["annotations"] = {"x": "y"}
+    assert (
+        decide(policy(**GPU_PLACEMENT), annotated).json_patch(annotated)[-1]["path"]
+        == "/metadata/annotations/schedpolicy.io~1hints"
+    )
