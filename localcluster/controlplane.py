@@ -206,7 +206,17 @@ class LocalCluster:
         self.supervisor.stop_all(STOP_ORDER)
 
     def stop_component(self, name: str) -> None:
+        """Stop one component; `start_component` brings it back with the same command line."""
+        record = self.supervisor.get(name)
+        if record is None:
+            raise ClusterError(f"{name} is not running")
+        (self.workdir / f"stopped-{name}.json").write_text(json.dumps(list(record.argv)))
         self.supervisor.stop(name)
+
+    def start_component(self, name: str) -> None:
+        saved = self.workdir / f"stopped-{name}.json"
+        self.supervisor.start(name, json.loads(saved.read_text()))
+        saved.unlink()
 
     def restart_component(self, name: str, timeout: float = 60) -> None:
         """Stop one component and start it again with the same command line."""

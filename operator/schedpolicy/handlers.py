@@ -48,7 +48,12 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         )
 
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
-    memo.reconciler = Reconciler(memo.kube, memo.view, concurrency=memo.config.write_concurrency)
+    memo.reconciler = Reconciler(
+        memo.kube,
+        memo.view,
+        concurrency=memo.config.write_concurrency,
+        pending_threshold=memo.config.pending_threshold_seconds,
+    )
     scraper = Scraper(memo.view, memo.reconciler)
     memo.tasks.append(asyncio.create_task(memo.reconciler.run(), name="reconciler"))
     memo.tasks.append(asyncio.create_task(scraper.run(), name="scraper"))

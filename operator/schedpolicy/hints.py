@@ -123,13 +123,15 @@ def decide(
     why: list[str] = []
 
     current = spec.get("schedulerName") or ""
-    if current in ("", DEFAULT_SCHEDULER):
-        if current != placement.scheduler_name:
-            changes["spec.schedulerName"] = placement.scheduler_name
-            injected.append("schedulerName")
-            why.append(f"schedulerName: {placement.scheduler_name} (was {current or 'unset'})")
-    elif current != placement.scheduler_name:
-        why.append(f"schedulerName: left as {current}, an explicit scheduler is never overridden")
+    if current not in ("", DEFAULT_SCHEDULER, placement.scheduler_name):
+        # Someone chose another scheduler on purpose; its placement is its own business.
+        return HintDecision(
+            {}, (), (f"schedulerName {current} was chosen explicitly; the pod is left as it is",)
+        )
+    if current != placement.scheduler_name:
+        changes["spec.schedulerName"] = placement.scheduler_name
+        injected.append("schedulerName")
+        why.append(f"schedulerName: {placement.scheduler_name} (was {current or 'unset'})")
 
     affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
     gpus = gpu_request(spec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -51,3 +51,16 @@ def set_cost_bands(bands: Mapping[str, int]) -> None:
     COST_BAND_PODS.clear()
     for band, count in bands.items():
         COST_BAND_PODS.labels(band=band).set(count)
+
+
+PENDING_PODS = Gauge(
+    "schedpolicy_pending_pods",
+    "Pods waiting longer than the threshold on a scheduler that a policy hands pods to.",
+    ["scheduler"],
+)
+
+
+def set_pending(waiting: Mapping[str, int], schedulers: Iterable[str]) -> None:
+    PENDING_PODS.clear()
+    for scheduler in schedulers:
+        PENDING_PODS.labels(scheduler=scheduler).set(waiting.get(scheduler, 0))

@@ -13,6 +13,7 @@ listing then changes, or remove costs whose policy has not been seen yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter, defaultdict
@@ -47,6 +48,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _age(created: str, now: datetime) -> float:
+    try:
+        return (now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return 0.0
+
+
 def _rv(value: str) -> int:
     return int(value) if value.isdigit() else -1
 
@@ -76,6 +84,7 @@ class Reconciler:
         concurrency: int = 16,
         debounce: float = 0.2,
         status_interval: float = 2.0,
+        pending_threshold: float = 60.0,
         now: Callable[[], str] = _now,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -84,6 +93,8 @@ class Reconciler:
         self.concurrency = concurrency
         self.debounce = debounce
         self.status_interval = status_interval
+        self.pending_threshold = pending_threshold
+        self._stuck: dict[str, list[tuple[str, str]]] = {}  # policy -> (reason, message)
         self.now = now
         self.clock = clock
         self.synced = asyncio.Event()
@@ -164,7 +175,10 @@ class Reconciler:
         try:
             await self.synced.wait()
             while True:
-                await self._wake.wait()
+                # Wake up now and then even without events: pods waiting on a dead
+                # scheduler produce none.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=5)
                 # Let a burst of events (a rollout, a kubectl apply -f dir/) settle.
                 await asyncio.sleep(self.debounce)
                 self._wake.clear()
@@ -189,6 +203,7 @@ class Reconciler:
         label_nodes = self._dirty_label_nodes()
         self._plan_dirty_pods()
         await self._plan_nodes(label_nodes)
+        self._check_pending()
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         if self._counts_dirty:
             wait = self._last_status + self.status_interval - self.clock()
@@ -200,6 +215,61 @@ class Reconciler:
                 asyncio.get_running_loop().call_later(wait, self._wake.set)
 
     # ---- deletion cost -------------------------------------------------------------------
+
+    # ---- pods waiting on a policy's scheduler ----------------------------------------------
+
+    def _check_pending(self) -> None:
+        """Report pods a policy handed to its scheduler that are still unscheduled.
+
+        A pod the scheduler looked at carries PodScheduled=False (no room); a pod with no
+        PodScheduled condition at all was never looked at, which is what a dead
+        secondary scheduler looks like.
+        """
+        policies = {p.name: p for p in self.view.policies() if p.spec.placement is not None}
+        schedulers = {
+            p.spec.placement.scheduler_name for p in policies.values() if p.spec.placement
+        }
+        now = datetime.now(UTC)
+        waiting: Counter[str] = Counter()
+        stuck: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for uid, outcome in self.outcomes.items():
+            pod = self.view.pods.get(uid)
+            if pod is None or pod.node_name is not None or not pod.active:
+                continue
+            if (
+                pod.scheduler_name not in schedulers
+                or _age(pod.created, now) < self.pending_threshold
+            ):
+                continue
+            waiting[pod.scheduler_name] += 1
+            for name in outcome.governed_by:
+                placement = policies[name].spec.placement if name in policies else None
+                if placement is not None and placement.scheduler_name == pod.scheduler_name:
+                    seen = "PodScheduled" in pod.conditions
+                    reason = "PodsUnschedulable" if seen else "SchedulerNotScheduling"
+                    stuck[name][reason].append(f"{pod.namespace}/{pod.name}")
+        metrics.set_pending(waiting, schedulers)
+        report: dict[str, list[tuple[str, str]]] = {}
+        limit = int(self.pending_threshold)
+        for name, by_reason in stuck.items():
+            scheduler = policies[name].spec.placement.scheduler_name  # type: ignore[union-attr]
+            report[name] = []
+            for reason, pods in sorted(by_reason.items(), reverse=True):
+                example = ", ".join(sorted(pods)[:3])
+                if reason == "SchedulerNotScheduling":
+                    text = (
+                        f"{len(pods)} pods have waited over {limit}s for {scheduler}, which has not"
+                        f" tried to schedule them ({example}); is the secondary scheduler running?"
+                    )
+                else:
+                    text = (
+                        f"{len(pods)} pods are unschedulable on {scheduler}"
+                        f" for over {limit}s ({example})"
+                    )
+                report[name].append((reason, text))
+        if report != self._stuck:
+            self._stuck = report
+            self._counts_dirty = True
 
     # ---- node labels ---------------------------------------------------------------------
 
@@ -420,9 +490,11 @@ class Reconciler:
                 failures[failed_policy].append(
                     ("CostWriteFailed", f"writing the cost of {where} failed: {message}")
                 )
+        for policy_name, stuck in self._stuck.items():
+            failures[policy_name] += stuck
         labeled, label_conflicts = self.labels.counts()
-        for policy_name, problems in label_conflicts.items():
-            failures[policy_name] += [("LabelConflict", p) for p in problems]
+        for policy_name, conflicts in label_conflicts.items():
+            failures[policy_name] += [("LabelConflict", c) for c in conflicts]
         counts = {}
         for policy in self.view.policies():
             has_pods = policy.has("deletionCost") or policy.has("placement")

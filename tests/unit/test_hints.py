@@ -80,6 +80,13 @@ def test_scheduler_name(current: str | None, expected: str) -> None:
     assert applied(p, decide(policy(), p))["spec"].get("schedulerName") == expected
 
 
+def test_a_pod_for_another_scheduler_is_left_alone() -> None:
+    p = pod("1", schedulerName="other")
+    decision = decide(policy(**GPU_PLACEMENT, avoidGPUNodes=True), p)
+    assert decision.changes == {}
+    assert "chosen explicitly" in decision.explanation[0]
+
+
 def test_gpu_affinity_for_a_fresh_pod() -> None:
     p = pod("1")
     out = applied(p, decide(policy(**GPU_PLACEMENT), p))

@@ -1,0 +1,392 @@
+"""Placement: the admission webhook's hints and the chart's secondary scheduler, both real.
+
+The operator serves the webhook on loopback with a certificate made for this
+module; the MutatingWebhookConfiguration is the chart's, rendered by helm, with
+only its clientConfig pointed at that loopback URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from localcluster import LocalCluster, chart
+from localcluster.controlplane import free_port
+from localcluster.pki import Authority
+from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
+from tests.e2e.operator_process import OperatorProcess
+from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+
+pytestmark = pytest.mark.e2e
+SCHEDULER = "schedpolicy-scheduler"
+MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
+HINTS = "schedpolicy.io/hints"
+
+
+@pytest.fixture(scope="module")
+def webhook_certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    ca = Authority(tmp_path_factory.mktemp("webhook-pki"))
+    pair = ca.issue("webhook", common_name="schedpolicy-webhook", hosts=("127.0.0.1",))
+    return ca.cert_path, pair.cert, pair.key
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: LocalCluster, crd: str, webhook_certs: tuple[Path, Path, Path]
+) -> Iterator[OperatorProcess]:
+    """The operator with its webhook on loopback, and the chart's webhook configuration."""
+    ca, cert, key = webhook_certs
+    port = free_port()
+    log = cluster.workdir / "logs" / "schedpolicy-operator.log"
+    proc = OperatorProcess(
+        cluster.operator_kubeconfig,
+        log,
+        "--verbose",
+        "--metrics-port=0",
+        f"--webhook-port={port}",
+        "--webhook-address=127.0.0.1",
+        f"--webhook-cert={cert}",
+        f"--webhook-key={key}",
+        "--pending-threshold-seconds=5",
+    )
+    proc.wait_for_log("view synced")
+    (config,) = chart.render("templates/webhook.yaml")
+    config["metadata"]["name"] = "schedpolicy-e2e"
+    for hook in config["webhooks"]:
+        hook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}/hints",
+            "caBundle": base64.b64encode(ca.read_bytes()).decode(),
+        }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config))
+    yield proc
+    cluster.kubectl(
+        "delete", "mutatingwebhookconfiguration", "schedpolicy-e2e", "--ignore-not-found"
+    )
+    proc.stop()
+
+
+@pytest.fixture
+async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
+    made = Pool(cluster, namespace)
+    yield made
+    await asyncio.to_thread(made.cleanup)
+
+
+def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": gpus} if gpus != "0" else {}
+    labels = spec.pop("labels", {"app": "gpu"})
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodeSelector": pool.selector,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": PAUSE_IMAGE,
+                    "resources": {"limits": limits, "requests": {"cpu": "500m"}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+async def bound(
+    api: client.ApiClient, namespace: str, selector: str, count: int
+) -> list[client.V1Pod]:
+    core = client.CoreV1Api(api)
+
+    async def probe() -> list[client.V1Pod] | None:
+        pods = (await core.list_namespaced_pod(namespace, label_selector=selector)).items
+        done = [p for p in pods if p.spec.node_name]
+        return done if len(done) == count else None
+
+    return await eventually(probe, what=f"{count} pods ({selector}) to be bound")
+
+
+def label_nodes_policy(name: str, pool: Pool) -> dict[str, Any]:
+    return {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "priority": 600,
+            "nodeLabels": {
+                "gpu": {
+                    "sources": ["GPUFeatureDiscovery", "InstanceType"],
+                    "nodeSelector": {"matchLabels": pool.selector},
+                }
+            },
+        },
+    }
+
+
+def gpu_nodes(pool: Pool) -> dict[str, Any]:
+    return {
+        "p4de": pool.node("p4de", instance_type="p4de.24xlarge", gpus="8", cpu="96", pods="100"),
+        "p5": pool.node("p5", instance_type="p5.48xlarge", gpus="8", cpu="192", pods="100"),
+        "g5": pool.node("g5", instance_type="g5.12xlarge", gpus="4", cpu="48", pods="100"),
+        "p4d": pool.node("p4d", instance_type="p4d.24xlarge", gpus="8", cpu="96", pods="100"),
+    }
+
+
+async def labelled(cluster: LocalCluster, names: list[str]) -> None:
+    def done() -> bool:
+        return all(MODEL in get_json(cluster, "node", n)["metadata"]["labels"] for n in names)
+
+    await asyncio.to_thread(wait_until, done, within=30, what="GPU labels on the pool")
+
+
+async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    nodes = gpu_nodes(pool)
+    pool.create(*nodes.values())
+    policies.extend([f"labels-{pool.tag}", f"train-{namespace}"])
+    apply(cluster, label_nodes_policy(f"labels-{pool.tag}", pool))
+    apply(
+        cluster,
+        namespace_policy(
+            f"train-{namespace}",
+            namespace,
+            placement={"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40961}},
+        ),
+    )
+    await labelled(cluster, [n.name for n in nodes.values()])
+
+    core = client.CoreV1Api(api)
+    for i in range(4):
+        await core.create_namespaced_pod(namespace, gpu_pod(f"train-{i}", pool))
+    pods = await bound(api, namespace, "app=gpu", 4)
+
+    for pod in pods:
+        assert pod.spec.scheduler_name == SCHEDULER
+        assert pod.spec.node_name in {nodes["p4de"].name, nodes["p5"].name}
+        record = json.loads(pod.metadata.annotations[HINTS])
+        assert record["policy"] == f"train-{namespace}"
+        assert set(record["injected"]) >= {"schedulerName", "gpuAffinity"}
+    events = (await core.list_namespaced_event(namespace)).items
+    reporters = {
+        e.involved_object.name: e.reporting_component for e in events if e.reason == "Scheduled"
+    }
+    assert {reporters.get(p.metadata.name) for p in pods} == {SCHEDULER}
+
+
+async def test_existing_terms_are_each_anded_with_gpu_requirements(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    nodes = gpu_nodes(pool)
+    pool.create(*nodes.values())
+    policies.extend([f"labels-{pool.tag}", f"terms-{namespace}"])
+    apply(cluster, label_nodes_policy(f"labels-{pool.tag}", pool))
+    apply(
+        cluster,
+        namespace_policy(
+            f"terms-{namespace}",
+            namespace,
+            placement={"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40960}},
+        ),
+    )
+    await labelled(cluster, [n.name for n in nodes.values()])
+    own_terms = [
+        {
+            "matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [nodes["g5"].name]}
+            ]
+        },
+        {
+            "matchExpressions": [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": ["p5.48xlarge"],
+                }
+            ]
+        },
+    ]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": own_terms}
+        }
+    }
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod(namespace, gpu_pod("terms", pool, affinity=affinity))
+    (pod,) = await bound(api, namespace, "app=gpu", 1)
+
+    required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    stored = required.node_selector_terms
+    assert len(stored) == 2
+    for own, term in zip(own_terms, stored, strict=True):
+        keys = [e.key for e in term.match_expressions]
+        assert keys == [own["matchExpressions"][0]["key"], MODEL, MEMORY]
+    # The g5 term can no longer match (A10G), so only the p5 term places the pod.
+    assert pod.spec.node_name == nodes["p5"].name
+
+
+async def test_profile_packs_gpus_where_the_default_scheduler_spreads(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+) -> None:
+    ours = [
+        pool.node(f"pack{i}", gpus="8", cpu="96", pods="100", labels={"group": "ours"})
+        for i in range(4)
+    ]
+    theirs = [
+        pool.node(f"spread{i}", gpus="8", cpu="96", pods="100", labels={"group": "default"})
+        for i in range(4)
+    ]
+    pool.create(*ours, *theirs)
+    core = client.CoreV1Api(api)
+    for i in range(8):
+        for group, scheduler in (("ours", SCHEDULER), ("default", "default-scheduler")):
+            pod = gpu_pod(
+                f"{group}-{i}",
+                pool,
+                labels={"app": "pack", "group": group, "schedpolicy.io/ignore": "true"},
+                schedulerName=scheduler,
+            )
+            pod["spec"]["nodeSelector"] = {**pool.selector, "group": group}
+            await core.create_namespaced_pod(namespace, pod)
+    packed = await bound(api, namespace, "group=ours", 8)
+    spread = await bound(api, namespace, "group=default", 8)
+
+    assert len({p.spec.node_name for p in packed}) == 1, Counter(p.spec.node_name for p in packed)
+    assert len({p.spec.node_name for p in spread}) > 1
+
+
+async def test_cpu_pods_avoid_gpu_nodes(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    """Without the hint, our bin-packing profile would prefer the smaller GPU node (a
+    500m pod fills more of its 4 CPUs than of the CPU node's 64)."""
+    gpu_node = pool.node(
+        "gpu",
+        instance_type="g5.12xlarge",
+        gpus="4",
+        cpu="4",
+        pods="50",
+        labels={"nvidia.com/gpu.product": "NVIDIA-A10G"},
+    )
+    cpu_node = pool.node("cpu", cpu="64", pods="50")
+    pool.create(gpu_node, cpu_node)
+    policies.append(f"avoid-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(f"avoid-{namespace}", namespace, placement={"avoidGPUNodes": True}),
+    )
+    await asyncio.sleep(1)  # the webhook learns the policy from its watch
+    core = client.CoreV1Api(api)
+    for i in range(3):
+        await core.create_namespaced_pod(
+            namespace, gpu_pod(f"web-{i}", pool, gpus="0", labels={"app": "web"})
+        )
+    pods = await bound(api, namespace, "app=web", 3)
+
+    assert {p.spec.node_name for p in pods} == {cpu_node.name}
+    assert {p.spec.scheduler_name for p in pods} == {SCHEDULER}
+
+
+async def test_explicit_scheduler_is_left_alone(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    policies.append(f"other-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(f"other-{namespace}", namespace, placement={"avoidGPUNodes": True}),
+    )
+    await asyncio.sleep(1)
+    core = client.CoreV1Api(api)
+    body = {
+        "metadata": {"name": "mine", "labels": {"app": "x"}},
+        "spec": {"schedulerName": "other", "containers": [{"name": "c", "image": PAUSE_IMAGE}]},
+    }
+    created = await core.create_namespaced_pod(namespace, body)
+
+    assert created.spec.scheduler_name == "other"
+    assert created.spec.affinity is None
+    assert HINTS not in (created.metadata.annotations or {})
+
+
+async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    pool.create(pool.node("open", cpu="8"))
+    policies.append(f"open-{namespace}")
+    apply(
+        cluster, namespace_policy(f"open-{namespace}", namespace, placement={"avoidGPUNodes": True})
+    )
+    core = client.CoreV1Api(api)
+
+    # With the webhook process gone, creation still succeeds, on the default scheduler.
+    operator.kill()
+    try:
+        created = await core.create_namespaced_pod(
+            namespace, gpu_pod("unhinted", pool, gpus="0", labels={"app": "open"})
+        )
+        assert created.spec.scheduler_name == "default-scheduler"
+        (pod,) = await bound(api, namespace, "app=open", 1)
+        assert HINTS not in (pod.metadata.annotations or {})
+    finally:
+        operator.restart()
+        operator.wait_for_log("view synced")
+
+    # With our scheduler stopped, hinted pods wait, and the policy says why.
+    cluster.stop_component(SCHEDULER)
+    try:
+        await asyncio.sleep(1)
+        await core.create_namespaced_pod(
+            namespace, gpu_pod("stuck", pool, gpus="0", labels={"app": "stuck"})
+        )
+
+        def degraded() -> dict[str, Any] | None:
+            conditions = (
+                get_json(cluster, "spol", f"open-{namespace}")
+                .get("status", {})
+                .get("conditions", [])
+            )
+            found = {c["type"]: c for c in conditions}.get("Degraded", {})
+            return found if found.get("reason") == "SchedulerNotScheduling" else None
+
+        cond = await asyncio.to_thread(
+            wait_until, degraded, within=40, what="Degraded=SchedulerNotScheduling"
+        )
+        assert f"{namespace}/stuck" in cond["message"]
+    finally:
+        cluster.start_component(SCHEDULER)
+    await bound(api, namespace, "app=stuck", 1)
