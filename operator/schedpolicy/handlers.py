@@ -164,7 +164,6 @@ async def namespace_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -
         memo.view.remove_namespace(event["object"]["metadata"]["name"])
 
 
-@kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)
 async def pod_hints(body: kopf.Body, patch: kopf.Patch, memo: OperatorState, **_: Any) -> None:
     """Placement hints at admission. Fails open: the webhook's failurePolicy is Ignore."""
     decision = admission.hints_for(body, memo.view, memo.config.webhook_exclude_namespaces)
@@ -180,3 +179,10 @@ async def pod_hints(body: kopf.Body, patch: kopf.Patch, memo: OperatorState, **_
     log.debug(
         "hints for %s/%s: %s", body.metadata.namespace, body.metadata.name, decision.explanation
     )
+
+
+def enable_webhook() -> None:
+    """Register the admission handler; only when a webhook server is configured, since kopf
+    refuses to start with admission handlers and no server."""
+    if not any(h.id == "hints" for h in registry._webhooks.get_all_handlers()):
+        kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)(pod_hints)

@@ -11,7 +11,7 @@ import kopf
 import prometheus_client
 
 from schedpolicy import __version__
-from schedpolicy.handlers import registry
+from schedpolicy.handlers import enable_webhook, registry
 from schedpolicy.settings import OperatorState, RunConfig
 
 log = logging.getLogger("schedpolicy")
@@ -30,6 +30,8 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     if cfg.metrics_port:
         prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)
+    if cfg.webhook_port:
+        enable_webhook()
     stop = asyncio.Event()
     beat = asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))
     try:

@@ -51,3 +51,14 @@ def test_the_check_catches_timers_daemons_and_change_handlers() -> None:
 
 def test_operator_registers_no_writing_handlers_on_pods_or_nodes() -> None:
     assert writing_handlers_on_read_only_kinds(registry) == []
+
+
+def test_webhook_handler_is_registered_only_on_request_and_once() -> None:
+    from schedpolicy.handlers import enable_webhook
+
+    def hooks() -> list[str]:
+        return [h.id for h in registry._webhooks.get_all_handlers()]
+
+    enable_webhook()
+    enable_webhook()
+    assert hooks() == ["hints"]
