@@ -42,6 +42,7 @@ fmt: venv ## format and autofix
 .PHONY: crds
 crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/api.py
 	$(PY) -m schedpolicy crd > crds/schedulingpolicies.schedpolicy.io.yaml
+	cp crds/schedulingpolicies.schedpolicy.io.yaml chart/crds/
 
 .PHONY: cluster-up
 cluster-up: venv tools ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)

@@ -197,6 +197,8 @@ class LocalCluster:
             self._start_kwok(ports)
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
+            self.kubectl("create", "namespace", chart.NAMESPACE)
+            self._operator_identity()
             self._start_secondary_scheduler(ports)
         except BaseException:
             self.down()
@@ -268,9 +270,6 @@ class LocalCluster:
             "admin": ("schedpolicy-admin", ("system:masters",)),
             "kube-controller-manager": ("system:kube-controller-manager", ("system:masters",)),
             "kwok": ("kwok-controller", ("system:masters",)),
-            # The operator under test, as its own user so the audit log tells its writes
-            # apart from the tests' own.
-            "schedpolicy-operator": ("schedpolicy-operator", ("system:masters",)),
             # The scheduler gets only what upstream's bootstrap RBAC grants it.
             "kube-scheduler": ("system:kube-scheduler", ()),
         }
@@ -412,19 +411,11 @@ class LocalCluster:
     def _start_secondary_scheduler(self, p: Ports) -> None:
         """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""
         docs = chart.render("templates/scheduler/rbac.yaml", "templates/scheduler/configmap.yaml")
-        self.kubectl("create", "namespace", chart.NAMESPACE)
         rbac = [d for d in docs if d["kind"] != "ConfigMap"]
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
         config = chart.scheduler_config(docs)
         name = config["profiles"][0]["schedulerName"]
-        token = self.kubectl(
-            "create", "token", name, "-n", chart.NAMESPACE, "--duration=48h"
-        ).strip()
-        kubeconfig = self.workdir / "schedpolicy-scheduler.kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(chart.token_kubeconfig(self.server, self.pki / "ca.crt", token, name))
-        )
-        kubeconfig.chmod(0o600)
+        kubeconfig = self._service_account_kubeconfig(name, "schedpolicy-scheduler")
         # The one change to the chart's configuration: how to reach the apiserver.
         config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
         config_path = self.workdir / "schedpolicy-scheduler.yaml"
@@ -447,6 +438,24 @@ class LocalCluster:
             "schedpolicy-scheduler",
             60,
         )
+
+    def _operator_identity(self) -> None:
+        """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""
+        rbac = chart.render("templates/operator/rbac.yaml")
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+        (account,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
+        self._service_account_kubeconfig(account, "schedpolicy-operator")
+
+    def _service_account_kubeconfig(self, account: str, file_stem: str) -> Path:
+        token = self.kubectl(
+            "create", "token", account, "-n", chart.NAMESPACE, "--duration=48h"
+        ).strip()
+        kubeconfig = self.workdir / f"{file_stem}.kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(chart.token_kubeconfig(self.server, self.pki / "ca.crt", token, account))
+        )
+        kubeconfig.chmod(0o600)
+        return kubeconfig
 
     def _wait_for_default_service_account(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

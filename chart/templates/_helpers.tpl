@@ -34,3 +34,21 @@ app.kubernetes.io/component: scheduler
 {{- $tag := .Values.scheduler.image.tag | default (regexReplaceAll "^(v[0-9]+\\.[0-9]+\\.[0-9]+).*$" .Capabilities.KubeVersion.Version "${1}") -}}
 {{- printf "%s:%s" .Values.scheduler.image.repository $tag -}}
 {{- end -}}
+
+{{- define "schedpolicy.operator.selector" -}}
+app.kubernetes.io/name: {{ include "schedpolicy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "schedpolicy.operator.serviceAccount" -}}
+{{- include "schedpolicy.fullname" . -}}
+{{- end -}}
+
+{{- define "schedpolicy.webhook.service" -}}
+{{- printf "%s-webhook" (include "schedpolicy.fullname" .) -}}
+{{- end -}}
+
+{{- define "schedpolicy.webhook.secret" -}}
+{{- printf "%s-webhook-tls" (include "schedpolicy.fullname" .) -}}
+{{- end -}}

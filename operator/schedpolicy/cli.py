@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
+import uuid
 from collections.abc import Sequence
 
 import kopf
 
 from schedpolicy import __version__
 from schedpolicy.kube import Credentials
+from schedpolicy.leadership import LeaseSettings
 from schedpolicy.settings import RunConfig
 
 
@@ -69,6 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="a pod unscheduled on a policy's scheduler this long is reported",
     )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="write only while holding a Lease (run several replicas for HA)",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease (default: $POD_NAMESPACE)",
+    )
+    run.add_argument("--leader-election-id", default="schedpolicy", help="name of the Lease")
+    run.add_argument("--lease-duration", type=float, default=15.0, help="seconds")
+    run.add_argument("--renew-deadline", type=float, default=10.0, help="seconds")
+    run.add_argument("--retry-period", type=float, default=2.0, help="seconds")
+    run.add_argument(
+        "--liveness-port", type=int, default=0, help="serve /healthz on this port (0: off)"
+    )
+    run.add_argument("--log-format", choices=["text", "json"], default="text")
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
     return parser
@@ -79,8 +100,23 @@ def _excluded(extra: list[str]) -> tuple[str, ...]:
     return tuple(sorted({"kube-system", *extra, *([own] if own else [])}))
 
 
+def _lease(args: argparse.Namespace) -> LeaseSettings | None:
+    if not args.leader_elect:
+        return None
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return LeaseSettings(
+        name=args.leader_election_id,
+        namespace=args.leader_election_namespace,
+        identity=identity,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
-    kopf.configure(verbose=args.verbose)
+    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=args.verbose, log_format=log_format)
     logging.getLogger("schedpolicy").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
@@ -99,6 +135,8 @@ def _run(args: argparse.Namespace) -> int:
         webhook_key=args.webhook_key,
         webhook_exclude_namespaces=_excluded(args.webhook_exclude_namespace),
         pending_threshold_seconds=args.pending_threshold_seconds,
+        lease=_lease(args),
+        liveness_port=args.liveness_port,
     )
     from schedpolicy.runtime import run
 

@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 
 from schedpolicy import admission, api, kube
+from schedpolicy.leadership import Leadership
 from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.reconciler import Reconciler
 from schedpolicy.scraper import Scraper
@@ -55,8 +56,16 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         pending_threshold=memo.config.pending_threshold_seconds,
     )
     scraper = Scraper(memo.view, memo.reconciler)
-    memo.tasks.append(asyncio.create_task(memo.reconciler.run(), name="reconciler"))
-    memo.tasks.append(asyncio.create_task(scraper.run(), name="scraper"))
+    reconciler = memo.reconciler
+
+    async def lead() -> None:
+        await asyncio.gather(reconciler.run(), scraper.run())
+
+    if memo.config.lease is None:
+        memo.tasks.append(asyncio.create_task(lead(), name="reconciler"))
+    else:
+        memo.leadership = Leadership(memo.kube, memo.config.lease, lead)
+        memo.tasks.append(asyncio.create_task(memo.leadership.run(), name="leader-election"))
 
 
 @kopf.on.cleanup(registry=registry)
@@ -186,3 +195,16 @@ def enable_webhook() -> None:
     refuses to start with admission handlers and no server."""
     if not any(h.id == "hints" for h in registry._webhooks.get_all_handlers()):
         kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)(pod_hints)
+
+
+@kopf.on.probe(id="state", registry=registry)
+async def report_state(memo: OperatorState, **_: Any) -> dict[str, Any]:
+    """Shown on the liveness endpoint: whether the view is synced and this replica leads."""
+    reconciler = memo.reconciler
+    leading = memo.leadership.leading if memo.leadership else True
+    return {
+        "synced": bool(reconciler and reconciler.synced.is_set()),
+        "leading": leading,
+        "pods": len(memo.view.pods),
+        "nodes": len(memo.view.nodes),
+    }

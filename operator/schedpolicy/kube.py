@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import api
 
@@ -140,6 +141,10 @@ class Kube:
 
     async def close(self) -> None:
         await self.api.close()
+
+    def lease_lock(self, name: str, namespace: str, identity: str) -> LeaseLock:
+        """The leader-election Lease (read and replaced with optimistic concurrency)."""
+        return LeaseLock(name, namespace, identity, self.api)
 
     async def _send(
         self, method: str, path: str, body: Any, content_type: str = "application/json"

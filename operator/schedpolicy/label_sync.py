@@ -44,6 +44,9 @@ class LabelSync:
         self._written: dict[str, str] = {}  # node -> resourceVersion our last write produced
         self._reported: dict[str, set[str]] = defaultdict(set)  # messages already posted as Events
 
+    def forget_writes(self) -> None:
+        self._written.clear()
+
     def node_seen(self, node: NodeRecord) -> None:
         written = self._written.get(node.name)
         if written is not None and _rv(node.resource_version) >= _rv(written):

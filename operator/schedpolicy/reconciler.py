@@ -121,6 +121,16 @@ class Reconciler:
 
     # ---- what the handlers call ----------------------------------------------------------
 
+    def _start_term(self) -> None:
+        """Forget what an earlier term believed it wrote: another leader may have written
+        since. Everything is looked at again, and only real differences are written."""
+        self._written.clear()
+        self._written_status.clear()
+        self.labels.forget_writes()
+        self._policies_dirty = self._all_pods_dirty = self._all_nodes_dirty = True
+        self._counts_dirty = True
+        self._wake.set()
+
     def mark_synced(self) -> None:
         if not self.synced.is_set():
             log.info(
@@ -174,6 +184,7 @@ class Reconciler:
         ]
         try:
             await self.synced.wait()
+            self._start_term()
             while True:
                 # Wake up now and then even without events: pods waiting on a dead
                 # scheduler produce none.

@@ -40,6 +40,9 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
             memo=OperatorState(config=cfg),
             clusterwide=True,
             standalone=True,
+            liveness_endpoint=(
+                f"http://0.0.0.0:{cfg.liveness_port}/healthz" if cfg.liveness_port else None
+            ),
             stop_flag=stop_flag,
         )
     finally:

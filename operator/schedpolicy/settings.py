@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from schedpolicy.cluster import ClusterView
 from schedpolicy.kube import Credentials, Kube
+from schedpolicy.leadership import Leadership, LeaseSettings
 from schedpolicy.reconciler import Reconciler
 
 
@@ -31,6 +32,8 @@ class RunConfig:
     webhook_key: str | None = None
     webhook_exclude_namespaces: tuple[str, ...] = ("kube-system",)
     pending_threshold_seconds: float = 60.0
+    lease: LeaseSettings | None = None  # None: no leader election, this process always writes
+    liveness_port: int = 0
     instance: str = field(default_factory=socket.gethostname)
 
 
@@ -40,6 +43,7 @@ class OperatorState:
     view: ClusterView = field(default_factory=ClusterView)
     kube: Kube | None = None
     reconciler: Reconciler | None = None
+    leadership: Leadership | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def wake(self) -> Reconciler:

@@ -9,7 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-OPERATOR_USER = "schedpolicy-operator"
+# The operator runs as the chart's ServiceAccount (see localcluster).
+OPERATOR_USER = "system:serviceaccount:schedpolicy-system:schedpolicy"
 
 
 @dataclass(frozen=True)

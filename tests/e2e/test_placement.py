@@ -59,7 +59,11 @@ def operator(
         "--pending-threshold-seconds=5",
     )
     proc.wait_for_log("view synced")
-    (config,) = chart.render("templates/webhook.yaml")
+    (config,) = [
+        d
+        for d in chart.render("templates/webhook.yaml")
+        if d["kind"] == "MutatingWebhookConfiguration"
+    ]
     config["metadata"]["name"] = "schedpolicy-e2e"
     for hook in config["webhooks"]:
         hook["clientConfig"] = {
