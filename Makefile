@@ -33,6 +33,7 @@ lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check operator localcluster tests
 	$(VENV)/bin/ruff format --check operator localcluster tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: fmt
 fmt: venv ## format and autofix

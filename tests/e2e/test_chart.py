@@ -1,0 +1,338 @@
+"""The Helm chart, installed into the real apiserver, and checked with real crypto and RBAC."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import ssl
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from prometheus_client.parser import text_string_to_metric_families
+
+from localcluster import LocalCluster, binaries, chart
+from localcluster.controlplane import free_port
+from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
+from tests.e2e.operator_process import OperatorProcess
+
+pytestmark = pytest.mark.e2e
+CHART = binaries.REPO / "chart"
+ALL_ON = CHART / "ci" / "all-on-values.yaml"
+RELEASE, NAMESPACE = "sp-e2e", "schedpolicy-e2e"
+ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-schedpolicy"
+
+
+def helm(*args: str, check: bool = True) -> str:
+    proc = subprocess.run(
+        [str(binaries.path("helm")), *args], capture_output=True, text=True, timeout=300
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
+def render(*values: Path, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    extra = [a for v in values for a in ("-f", str(v))]
+    out = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--kube-version",
+        chart.KUBE_VERSION,
+        *extra,
+    )
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_lint_and_render_defaults_and_everything_on() -> None:
+    helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION)
+    helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION, "-f", str(ALL_ON))
+    defaults = {d["kind"] for d in render()}
+    everything = {d["kind"] for d in render(ALL_ON)}
+    assert {
+        "Deployment",
+        "MutatingWebhookConfiguration",
+        "ClusterRole",
+        "PodDisruptionBudget",
+        "Secret",
+        "Service",
+    } <= defaults
+    assert {"ServiceMonitor", "Certificate", "ConfigMap"} <= everything
+    assert "ServiceMonitor" not in defaults
+
+
+def test_chart_crds_equal_the_generated_crds() -> None:
+    generated = sorted(p.name for p in (binaries.REPO / "crds").glob("*.yaml"))
+    shipped = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert generated == shipped
+    for name in generated:
+        assert (CHART / "crds" / name).read_text() == (binaries.REPO / "crds" / name).read_text()
+
+
+def test_webhook_ca_bundle_verifies_the_serving_certificate() -> None:
+    docs = render()
+    (config,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] <= 5
+    assert hook["sideEffects"] == "None"
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert (excluded["key"], excluded["operator"]) == ("kubernetes.io/metadata.name", "NotIn")
+    assert {"kube-system", NAMESPACE} <= set(excluded["values"])
+    assert hook["objectSelector"]["matchExpressions"] == [
+        {"key": "schedpolicy.io/ignore", "operator": "DoesNotExist"}
+    ]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+
+    ca = x509.load_pem_x509_certificate(base64.b64decode(hook["clientConfig"]["caBundle"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    key = base64.b64decode(secret["data"]["tls.key"])
+    # The CA really signed the serving certificate (raises if not).
+    public = ca.public_key()
+    assert cert.signature_hash_algorithm is not None
+    if isinstance(public, rsa.RSAPublicKey):
+        public.verify(
+            cert.signature,
+            cert.tbs_certificate_bytes,
+            padding.PKCS1v15(),
+            cert.signature_hash_algorithm,
+        )
+    else:
+        assert isinstance(public, ec.EllipticCurvePublicKey)
+        public.verify(
+            cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+        )
+    assert cert.issuer == ca.subject
+    service = hook["clientConfig"]["service"]
+    names = cert.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    ).value.get_values_for_type(x509.DNSName)
+    assert f"{service['name']}.{service['namespace']}.svc" in names
+    # And the key in the Secret belongs to that certificate.
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = serialization.load_pem_private_key(key, None)
+    assert private.public_key().public_bytes(*spki) == cert.public_key().public_bytes(*spki)
+
+
+def can_i(cluster: LocalCluster, *args: str) -> bool:
+    out = cluster.kubectl("auth", "can-i", *args, f"--as={ACCOUNT}", check=False).strip()
+    return out == "yes"
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: LocalCluster, crd: str) -> Iterator[str]:
+    helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        f"--kubeconfig={cluster.kubeconfig}",
+        "--wait",
+        "--timeout=180s",
+    )
+    try:
+        yield helm(
+            "get",
+            "manifest",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            f"--kubeconfig={cluster.kubeconfig}",
+        )
+    finally:
+        helm(
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--wait",
+            check=False,
+        )
+
+
+def test_install_accepts_every_object_and_runs_the_pods(
+    cluster: LocalCluster, installed: str
+) -> None:
+    manifest = [d for d in yaml.safe_load_all(installed) if d]
+    found = cluster.kubectl("get", "-f", "-", "-o", "name", input=installed).split()
+    assert len(found) == len(manifest)
+
+    def running() -> list[dict[str, Any]] | None:
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
+        ok = len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods)
+        return pods if ok else None
+
+    pods = wait_until(running, within=60, what="the operator and scheduler pods Running")
+    for pod in pods:
+        security = pod["spec"]["containers"][0]["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
+def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str) -> None:
+    allowed = [
+        ("patch", "pods", "-A"),
+        ("patch", "nodes"),
+        ("patch", "schedulingpolicies.schedpolicy.io", "--subresource=status"),
+        ("create", "events", "-n", "default"),
+        ("update", "leases.coordination.k8s.io/schedpolicy", "-n", NAMESPACE),
+    ]
+    denied = [
+        ("delete", "pods", "-A"),
+        ("delete", "nodes"),
+        ("get", "secrets", "-A"),
+        ("get", "secrets", "-n", NAMESPACE),
+        ("patch", "deployments.apps", "-A"),
+        ("create", "pods", "-A"),
+        ("patch", "schedulingpolicies.schedpolicy.io"),  # the spec is the admin's
+        ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
+        ("delete", "schedulingpolicies.schedpolicy.io"),
+    ]
+    assert [a for a in allowed if not can_i(cluster, *a)] == []
+    assert [d for d in denied if can_i(cluster, *d)] == []
+
+
+def test_uninstall_removes_everything_but_the_crd(cluster: LocalCluster, installed: str) -> None:
+    helm(
+        "uninstall",
+        RELEASE,
+        "--namespace",
+        NAMESPACE,
+        f"--kubeconfig={cluster.kubeconfig}",
+        "--wait",
+    )
+    left = cluster.kubectl(
+        "get", "-f", "-", "-o", "name", "--ignore-not-found", input=installed
+    ).split()
+    assert left == []
+    assert cluster.kubectl("get", "crd", "schedulingpolicies.schedpolicy.io", "-o", "name").strip()
+
+
+# ---- dashboards ---------------------------------------------------------------------------
+
+METRIC = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+FROM_KUBE_STATE_METRICS = {"kube_pod_annotations"}
+
+
+def exported(text: str) -> set[str]:
+    names: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        names.add(family.name)
+        suffixes = {
+            "counter": ["_total", "_created"],
+            "histogram": ["_bucket", "_sum", "_count", "_created"],
+            "summary": ["_sum", "_count"],
+        }.get(family.type, [])
+        names.update(family.name + s for s in suffixes)
+        names.update(s.name for s in family.samples)
+    return names
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
+    port = free_port()
+    proc = OperatorProcess(
+        cluster.operator_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        f"--metrics-port={port}",
+        "--metrics-address=127.0.0.1",
+    )
+    proc.metrics_port = port  # type: ignore[attr-defined]
+    proc.wait_for_log("view synced")
+    yield proc
+    proc.stop()
+
+
+def test_dashboards_query_only_exported_metrics(
+    cluster: LocalCluster, operator: OperatorProcess
+) -> None:
+    # Give the secondary scheduler something to schedule, so its attempt metrics exist.
+    cluster.kubectl(
+        "run",
+        "dash-probe",
+        "-n",
+        "default",
+        f"--image={PAUSE_IMAGE}",
+        "--overrides",
+        json.dumps({"spec": {"schedulerName": "schedpolicy-scheduler"}}),
+    )
+    try:
+        wait_until(
+            lambda: (
+                cluster.kubectl(
+                    "get", "pod", "dash-probe", "-n", "default", "-o", "jsonpath={.spec.nodeName}"
+                ).strip()
+                or None
+            ),
+            within=30,
+            what="the probe pod to be scheduled",
+        )
+        port = operator.metrics_port  # type: ignore[attr-defined]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            ours = exported(resp.read().decode())
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        scheduler = cluster.ports.secondary_scheduler
+        with urllib.request.urlopen(
+            f"https://127.0.0.1:{scheduler}/metrics", context=insecure, timeout=5
+        ) as resp:
+            theirs = exported(resp.read().decode())
+    finally:
+        cluster.kubectl(
+            "delete", "pod", "dash-probe", "-n", "default", "--grace-period=0", "--wait=false"
+        )
+
+    rendered = {d["metadata"]["name"]: d for d in render(ALL_ON) if d["kind"] == "ConfigMap"}
+    dashboards = [d for name, d in rendered.items() if "-dashboard-" in name]
+    assert len(dashboards) == 2
+    for cm in dashboards:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        for key, text in cm["data"].items():
+            board = json.loads(text)
+            queries = [t["expr"] for p in board["panels"] for t in p["targets"]]
+            assert queries, key
+            used = {m for q in queries for m in METRIC.findall(q)}
+            assert used, key
+            unknown = used - ours - theirs - FROM_KUBE_STATE_METRICS
+            assert unknown == set(), f"{key} queries metrics nobody exports: {unknown}"
+    titles = " ".join(
+        p["title"]
+        for cm in dashboards
+        for t in cm["data"].values()
+        for p in json.loads(t)["panels"]
+    )
+    for needed in (
+        "Cost writes",
+        "skipped",
+        "p95",
+        "cost band",
+        "label writes",
+        "attempt duration",
+        "attempts/s",
+    ):
+        assert needed in titles
