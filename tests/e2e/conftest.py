@@ -20,7 +20,7 @@ from kubernetes_asyncio import client, config
 
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
-from tests.e2e.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess
 
 PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
 

@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster import LocalCluster, binaries, chart
 from localcluster.controlplane import free_port
+from localcluster.operator_process import OperatorProcess
 from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
-from tests.e2e.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.e2e
 CHART = binaries.REPO / "chart"

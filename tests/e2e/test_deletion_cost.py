@@ -21,10 +21,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from localcluster import LocalCluster
+from localcluster.audit import writes_by
+from localcluster.operator_process import OperatorProcess
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
-from tests.e2e.audit import writes_by
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
-from tests.e2e.operator_process import OperatorProcess
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
 
 pytestmark = pytest.mark.e2e

@@ -11,10 +11,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
+from localcluster.audit import writes_by
+from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
-from tests.e2e.audit import writes_by
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
-from tests.e2e.operator_process import OperatorProcess
 from tests.e2e.pools import Pool, apply, get_json
 
 pytestmark = pytest.mark.e2e

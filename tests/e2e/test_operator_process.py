@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
-from tests.e2e.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.e2e
 

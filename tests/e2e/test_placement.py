@@ -21,9 +21,9 @@ from kubernetes_asyncio import client
 
 from localcluster import LocalCluster, chart
 from localcluster.controlplane import free_port
+from localcluster.operator_process import OperatorProcess
 from localcluster.pki import Authority
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
-from tests.e2e.operator_process import OperatorProcess
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
 
 pytestmark = pytest.mark.e2e

@@ -10,8 +10,8 @@ import yaml
 
 from localcluster import ClusterError, LocalCluster
 from localcluster.binaries import REPO
+from localcluster.operator_process import OperatorProcess
 from tests.e2e.kubeobjects import wait_until
-from tests.e2e.operator_process import OperatorProcess
 from tests.policies import MalformedCase, malformed
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.e2e
 

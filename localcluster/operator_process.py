@@ -1,7 +1,9 @@
-"""Runs `python -m schedpolicy run` as a real process against the local cluster."""
+"""Runs `python -m schedpolicy run` as a real process against the local cluster
+(for the e2e tests, the benchmarks and the demo)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +12,9 @@ from pathlib import Path
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
+    def __init__(
+        self, kubeconfig: Path, log: Path, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.log = log
         self.argv = [
             sys.executable,
@@ -20,16 +24,28 @@ class OperatorProcess:
             f"--kubeconfig={kubeconfig}",
             *extra,
         ]
+        self.env = {**os.environ, **(env or {})}
         self._out = log.open("ab")
         self._offset = log.stat().st_size
-        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self._out, stderr=subprocess.STDOUT, env=self.env
+        )
 
     def restart(self) -> None:
         """Stop (SIGTERM) and start again; later log checks only see the new process."""
         self.stop()
         self._out = self.log.open("ab")
         self._offset = self.log.stat().st_size
-        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self._out, stderr=subprocess.STDOUT, env=self.env
+        )
+
+    def peak_rss_mib(self) -> float:
+        """Peak resident memory so far (VmHWM), in MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmHWM in /proc status")
 
     def kill(self) -> None:
         self.proc.kill()

@@ -1,0 +1,91 @@
+"""Creating many fake nodes and workloads quickly, and waiting for them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import yaml
+
+from localcluster import LocalCluster
+from localcluster.topology import FakeNode
+
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+PAUSE = "registry.k8s.io/pause:3.10"
+
+
+def fake_nodes(prefix: str, count: int, *, cpu: str = "16", gpus: int = 0, labels: dict[str, str] | None = None,
+               pods: str = "110") -> list[FakeNode]:
+    nodes = []
+    for i in range(count):
+        capacity = {"cpu": cpu, "memory": "64Gi", "pods": pods}
+        if gpus:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        spot = i % 3 == 0
+        nodes.append(FakeNode(
+            name=f"{prefix}-{i:04d}",
+            zone=ZONES[i % len(ZONES)],
+            region="us-east-1",
+            instance_type="m5.4xlarge" if not gpus else "p4d.24xlarge",
+            capacity=capacity,
+            allocatable=capacity,
+            labels={"bench": prefix, "karpenter.sh/capacity-type": "spot" if spot else "on-demand",
+                    **(labels or {})},
+        ))
+    return nodes
+
+
+def create_in_batches(cluster: LocalCluster, docs: Iterable[dict[str, Any]], batch: int = 200) -> None:
+    chunk: list[dict[str, Any]] = []
+    for doc in docs:
+        chunk.append(doc)
+        if len(chunk) == batch:
+            cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(chunk))
+            chunk = []
+    if chunk:
+        cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(chunk))
+
+
+def deployment(name: str, namespace: str, replicas: int, node_selector: dict[str, str], cpu: str = "50m",
+               scheduler: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeSelector": node_selector,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "app", "image": PAUSE, "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+    }
+
+
+def pods(cluster: LocalCluster, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace, "-o", "json"]
+    if selector:
+        args += ["-l", selector]
+    return list(json.loads(cluster.kubectl(*args))["items"])
+
+
+def wait_for(probe: Callable[[], Any], what: str, within: float = 600, every: float = 2.0) -> Any:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        result = probe()
+        if result:
+            return result
+        time.sleep(every)
+    raise TimeoutError(f"timed out after {within}s waiting for {what}")
+
+
+def running(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def namespace(cluster: LocalCluster, name: str) -> None:
+    cluster.kubectl("create", "namespace", name)
+    wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False), "the default SA", 60, 0.2)

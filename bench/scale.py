@@ -1,0 +1,31 @@
+"""How big each benchmark runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    nodes: int  # B1/B2 fleet
+    replicasets: int
+    replicas: int
+    write_concurrency: int
+    webhook_seconds: int  # B3: seconds of 100 creates/s
+    gpu_nodes: int  # B4
+    gpu_seed: int
+    scale_nodes: int  # B5
+    scale_replicas: int
+
+    @property
+    def pods(self) -> int:
+        return self.replicasets * self.replicas
+
+
+SCALES = {
+    "small": Scale("small", nodes=200, replicasets=20, replicas=100, write_concurrency=16,
+                   webhook_seconds=10, gpu_nodes=64, gpu_seed=7, scale_nodes=50, scale_replicas=200),
+    "full": Scale("full", nodes=1000, replicasets=100, replicas=100, write_concurrency=16,
+                  webhook_seconds=30, gpu_nodes=64, gpu_seed=7, scale_nodes=50, scale_replicas=200),
+}
