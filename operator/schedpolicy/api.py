@@ -164,9 +164,11 @@ class NodeConsolidationSignal(Model):
 
 
 class ZoneBalanceSignal(Model):
-    """Points for every pod by which the pod's zone holds more of its ReplicaSet's pods than
-    the least-filled eligible zone (a zone of Ready, schedulable nodes; a zone with 0 pods
-    counts). Negative, so crowded zones lose replicas first."""
+    """Lower cost for pods in zones that hold more of their ReplicaSet's pods than the
+    least-filled eligible zone (a zone of Ready, schedulable nodes; a zone with 0 pods counts).
+    Pods rank by age within their zone; a pod at position k (1-based) in a zone whose
+    least-filled peer holds m pods gets pointsPerExcessPod x max(0, k - m). So a scale-down
+    of any size takes the newest pods of whichever zone is fullest, and ends balanced."""
 
     points_per_excess_pod: Annotated[int, Field(ge=-MAX_POINTS, le=-1)] = Field(
         default=-100, description="Points per excess pod in the pod's zone; must be negative."

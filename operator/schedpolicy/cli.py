@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import uuid
+from pathlib import Path
 from collections.abc import Sequence
 
 import kopf
@@ -140,7 +141,22 @@ def _run(args: argparse.Namespace) -> int:
     )
     from schedpolicy.runtime import run
 
-    asyncio.run(run(cfg))
+    profile_to = os.environ.get("SCHEDPOLICY_PROFILE")
+    if not profile_to:
+        asyncio.run(run(cfg))
+        return 0
+    # Benchmarks profile the operator in place (pyinstrument comes with the bench extra).
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.001)
+    profiler.start()
+    try:
+        asyncio.run(run(cfg))
+    finally:
+        profiler.stop()
+        Path(profile_to).write_text(
+            profiler.output_text(unicode=False, color=False, show_all=False)
+        )
     return 0
 
 

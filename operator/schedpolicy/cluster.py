@@ -260,6 +260,12 @@ class Affected:
 SampleKey = tuple[str, int, str, str]  # pod UID, port, path, metric
 
 
+@dataclass(frozen=True)
+class ZoneSpread:
+    counts: Mapping[str, int]
+    ranks: Mapping[str, int]  # pod UID -> position in its zone, oldest first
+
+
 class ClusterView:
     def __init__(self) -> None:
         self._policies: dict[str, PolicyObject] = {}
@@ -273,6 +279,7 @@ class ClusterView:
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self.scraped: dict[SampleKey, Sample | Rejection] = {}
         self._eligible_zones: frozenset[str] | None = None
+        self._zone_cache: dict[str, ZoneSpread] = {}
 
     # -- policies
 
@@ -359,6 +366,8 @@ class ClusterView:
             affected.nodes |= {n for n in (fill(old)[0], fill(new)[0]) if n is not None}
         if spread(old) != spread(new):
             affected.replicasets |= {r for r in (spread(old)[0], spread(new)[0]) if r is not None}
+            for rs in affected.replicasets:
+                self._zone_cache.pop(rs, None)
         return affected
 
     # -- nodes
@@ -372,6 +381,7 @@ class ClusterView:
             affected.nodes.add(new.name)
         if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
             self._eligible_zones = None
+            self._zone_cache.clear()
             affected.all_pods = True
         if old is None or _label_inputs(old) != _label_inputs(new):
             affected.label_nodes.add(new.name)
@@ -381,6 +391,7 @@ class ClusterView:
         if self.nodes.pop(name, None) is None:
             return Affected()
         self._eligible_zones = None
+        self._zone_cache.clear()
         return Affected(nodes={name}, all_pods=True)
 
     def node_names(self) -> set[str]:
@@ -417,16 +428,32 @@ class ClusterView:
 
     # -- what the signals read
 
-    def zone_counts(self, replicaset_uid: str | None) -> dict[str, int]:
-        counts = dict.fromkeys(self.eligible_zones(), 0)
+    def zone_spread(self, replicaset_uid: str | None) -> ZoneSpread:
+        """A ReplicaSet's active pods per zone (every eligible zone present), and each pod's
+        position in its zone, oldest first. Cached until one of its pods or a node changes."""
         if replicaset_uid is None:
-            return counts
+            return ZoneSpread(dict.fromkeys(self.eligible_zones(), 0), {})
+        cached = self._zone_cache.get(replicaset_uid)
+        if cached is not None:
+            return cached
+        members: dict[str, list[PodRecord]] = defaultdict(list)
         for uid in self.pods_by_replicaset.get(replicaset_uid, ()):
             pod = self.pods[uid]
             node = self.nodes.get(pod.node_name) if pod.node_name else None
             if pod.active and node is not None and node.zone is not None:
-                counts[node.zone] = counts.get(node.zone, 0) + 1
-        return counts
+                members[node.zone].append(pod)
+        counts = dict.fromkeys(self.eligible_zones(), 0)
+        ranks: dict[str, int] = {}
+        for zone, pods in members.items():
+            counts[zone] = len(pods)
+            for rank, pod in enumerate(sorted(pods, key=lambda p: (p.created, p.name))):
+                ranks[pod.uid] = rank
+        spread = ZoneSpread(counts, ranks)
+        self._zone_cache[replicaset_uid] = spread
+        return spread
+
+    def zone_counts(self, replicaset_uid: str | None) -> dict[str, int]:
+        return dict(self.zone_spread(replicaset_uid).counts)
 
     def sample_for(self, pod: PodRecord, metric: MetricSignal) -> Sample | Rejection | None:
         if metric.annotation is not None:
@@ -446,13 +473,15 @@ class ClusterView:
                 if found is not None:
                     samples[index] = found
             needs_zones = needs_zones or signal.type == "ZoneBalance"
+        spread = self.zone_spread(pod.replicaset_uid) if needs_zones else None
         return CostInputs(
             node_name=pod.node_name if node is not None else None,
             node_labels=node.labels if node is not None else {},
             node_allocatable_mcpu=node.allocatable_mcpu if node is not None else 0,
             node_requested_mcpu=self.requested_mcpu(node.name) if node is not None else 0,
-            zone_counts=self.zone_counts(pod.replicaset_uid) if needs_zones else {},
+            zone_counts=spread.counts if spread else {},
             eligible_zones=self.eligible_zones() if needs_zones else frozenset(),
+            zone_rank=spread.ranks.get(pod.uid) if spread else None,
             conditions=pod.conditions,
             samples=samples,
             pod_uid=pod.uid,

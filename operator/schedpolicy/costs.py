@@ -47,6 +47,7 @@ class CostInputs:
     # The pod's ReplicaSet's active pods per zone, with every eligible zone present (maybe 0).
     zone_counts: Mapping[str, int] = field(default_factory=dict)
     eligible_zones: frozenset[str] = frozenset()
+    zone_rank: int | None = None  # 0-based position of the pod in its zone, oldest first
     conditions: Mapping[str, str] = field(default_factory=dict)  # pod condition type -> status
     samples: Mapping[int, Sample | Rejection] = field(default_factory=dict)  # by signal index
     pod_uid: str = ""
@@ -126,10 +127,15 @@ def _zone_balance(params: ZoneBalanceSignal, inputs: CostInputs) -> tuple[int, s
     counts = {z: inputs.zone_counts.get(z, 0) for z in inputs.eligible_zones}
     least_zone = min(counts, key=lambda z: (counts[z], z))
     least = counts[least_zone]
-    excess = max(0, here - least)
+    # The pod's place in its zone (oldest first) says how far above the least-filled zone it
+    # stands: the newest pods of the most crowded zone score lowest, so a scale-down of any
+    # size takes pods from whichever zone is fullest at each step and ends balanced.
+    rank = inputs.zone_rank if inputs.zone_rank is not None else here - 1
+    excess = max(0, rank + 1 - least)
     return params.points_per_excess_pod * excess, (
         f"zone {zone} holds {here} of the ReplicaSet's pods, the least-filled eligible zone"
-        f" ({least_zone}) {least}: {excess} excess x {params.points_per_excess_pod}"
+        f" ({least_zone}) {least}; this pod is number {rank + 1} in its zone by age:"
+        f" {excess} above it x {params.points_per_excess_pod}"
     )
 
 

@@ -223,9 +223,15 @@ async def test_crowded_zone_loses_replicas(
             deletionCost={"signals": [{"type": "ZoneBalance"}]},
         ),
     )
-    before = await wait_for_costs(
-        api, namespace, lambda p: "-300" if zone_of[p.spec.node_name] == "us-east-1a" else "0"
+    # In the crowded zone, pods rank by age: the two oldest are level with the other zones,
+    # the three newer ones stand 1, 2 and 3 pods above them.
+    crowded = sorted(
+        (p for p in before if zone_of[p.spec.node_name] == "us-east-1a"),
+        key=lambda p: (p.metadata.creation_timestamp, p.metadata.name),
     )
+    expected = {p.metadata.name: str(-100 * max(0, rank - 1)) for rank, p in enumerate(crowded)}
+    before = await wait_for_costs(api, namespace, lambda p: expected.get(p.metadata.name, "0"))
+    assert sorted(expected.values()) == ["-100", "-200", "-300", "0", "0"]
     survivors, _ = await scale_down(api, namespace, before, 6)
 
     assert Counter(zone_of[p.spec.node_name] for p in survivors) == {

@@ -104,7 +104,7 @@ def test_recreated_name_replaces_the_old_uid() -> None:
     view.upsert_pod(pod("a", "old"))
     _, affected = view.upsert_pod(pod("a", "new"))
     assert set(view.pods) == {"new"}
-    assert view.pod("ns", "a").uid == "new"  # type: ignore[union-attr]
+    assert view.pod("ns", "a").uid == "new"
     assert "old" not in view.pods_by_replicaset.get("rs1", set())
     assert affected.pods == {"new"}
 
@@ -131,3 +131,19 @@ def test_node_changes_that_matter() -> None:
     _, unready = view.upsert_node(node("n1", "a", ready=False))
     assert unready.all_pods
     assert node_record(node("n1", "a")).allocatable_gpus == 8
+
+
+def test_zone_ranks_follow_pod_age() -> None:
+    view = ClusterView()
+    view.upsert_node(node("n1", "a"))
+    view.upsert_node(node("n2", "b"))
+    for i, created in enumerate(
+        ["2026-01-01T00:00:03Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"]
+    ):
+        view.upsert_pod(pod(f"p{i}", f"u{i}", node="n1", creationTimestamp=created))
+    spread = view.zone_spread("rs1")
+    assert dict(spread.counts) == {"a": 3, "b": 0}
+    assert dict(spread.ranks) == {"u1": 0, "u2": 1, "u0": 2}
+    # A pod leaving invalidates the cached spread.
+    view.remove_pod("u1")
+    assert dict(view.zone_spread("rs1").ranks) == {"u2": 0, "u0": 1}

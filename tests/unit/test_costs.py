@@ -280,3 +280,38 @@ def test_plan(
         assert result.value == "-500"
     if action == "remove":
         assert result.value == pod.current
+
+
+@pytest.mark.parametrize(
+    ("rank", "points"),
+    [(0, 0), (1, 0), (2, -100), (3, -200), (4, -300)],
+)
+def test_zone_balance_ranks_pods_within_the_crowded_zone(rank: int, points: int) -> None:
+    """5/2/2: the two oldest pods of the crowded zone are level with the other zones; the
+    newer three stand 1, 2 and 3 above them, so removing 3 pods leaves 2/2/2."""
+    inputs = on(
+        {ZONE: "a"},
+        zone_counts={"a": 5, "b": 2, "c": 2},
+        eligible_zones=frozenset({"a", "b", "c"}),
+        zone_rank=rank,
+    )
+    assert decide(spec({"type": "ZoneBalance"}, bucket=1), inputs, NOW).signals[0].points == points
+
+
+def test_zone_balance_water_fills_a_large_scale_down() -> None:
+    """30/20/10 scaled to 30: removing the 30 lowest-cost pods leaves 10/10/10."""
+    zones = {"a": 30, "b": 20, "c": 10}
+    s = spec(
+        {"type": "ZoneBalance", "zoneBalance": {"pointsPerExcessPod": -10}}, bucket=1, min=-100000
+    )
+    scored = []
+    for zone, count in zones.items():
+        for rank in range(count):
+            inputs = on(
+                {ZONE: zone}, zone_counts=zones, eligible_zones=frozenset(zones), zone_rank=rank
+            )
+            decision = decide(s, inputs, NOW)
+            scored.append((decision.final, zone, rank))
+    # Ties fall to the zone that sorts first; any tie-break gives the same counts here.
+    kept = sorted(scored, key=lambda t: (t[0], t[1], -t[2]))[30:]
+    assert {z: sum(1 for _, zz, _ in kept if zz == z) for z in zones} == {"a": 10, "b": 10, "c": 10}
