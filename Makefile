@@ -30,15 +30,15 @@ tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools
 
 .PHONY: lint
 lint: venv ## ruff and mypy
-	$(VENV)/bin/ruff check operator localcluster tests
-	$(VENV)/bin/ruff format --check operator localcluster tests
+	$(VENV)/bin/ruff check operator localcluster tests bench
+	$(VENV)/bin/ruff format --check operator localcluster tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: fmt
 fmt: venv ## format and autofix
-	$(VENV)/bin/ruff format operator localcluster tests
-	$(VENV)/bin/ruff check --fix operator localcluster tests
+	$(VENV)/bin/ruff format operator localcluster tests bench
+	$(VENV)/bin/ruff check --fix operator localcluster tests bench
 
 .PHONY: crds
 crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/api.py
@@ -63,6 +63,12 @@ e2e: venv tools ## e2e tests against the real local control plane
 
 .PHONY: test
 test: lint unit e2e ## everything CI runs
+
+SCALE ?= full
+.PHONY: bench
+bench: venv tools ## benchmarks B1-B5 (SCALE=small for a quick pass); writes bench/REPORT.md
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(PY) -m bench --scale $(SCALE)
 
 .PHONY: demo
 demo: cluster-up ## bring up the local cluster and show its nodes

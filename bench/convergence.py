@@ -39,11 +39,14 @@ POLICY = {
     "metadata": {"name": "bench-fleet"},
     "spec": {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-        "deletionCost": {"minUpdateIntervalSeconds": 0, "signals": [
-            {"type": "CapacityType", "capacityType": {"spot": -300, "onDemand": 0}},
-            {"type": "NodeConsolidation", "nodeConsolidation": {"points": 300}},
-            {"type": "ZoneBalance", "zoneBalance": {"pointsPerExcessPod": -100}},
-        ]},
+        "deletionCost": {
+            "minUpdateIntervalSeconds": 0,
+            "signals": [
+                {"type": "CapacityType", "capacityType": {"spot": -300, "onDemand": 0}},
+                {"type": "NodeConsolidation", "nodeConsolidation": {"points": 300}},
+                {"type": "ZoneBalance", "zoneBalance": {"pointsPerExcessPod": -100}},
+            ],
+        },
     },
 }
 
@@ -53,15 +56,22 @@ def build_fleet(cluster: LocalCluster, scale: Scale) -> None:
     nodes = fleet.fake_nodes("fleet", scale.nodes)
     cluster.create_nodes(nodes, timeout=300)
     fleet.namespace(cluster, NAMESPACE)
-    fleet.create_in_batches(cluster, (
-        fleet.deployment(f"app-{i:03d}", NAMESPACE, scale.replicas, {"bench": "fleet"})
-        for i in range(scale.replicasets)
-    ), batch=50)
+    fleet.create_in_batches(
+        cluster,
+        (
+            fleet.deployment(f"app-{i:03d}", NAMESPACE, scale.replicas, {"bench": "fleet"})
+            for i in range(scale.replicasets)
+        ),
+        batch=50,
+    )
     fleet.wait_for(
         lambda: sum(fleet.running(p) for p in fleet.pods(cluster, NAMESPACE)) == scale.pods,
-        f"{scale.pods} fleet pods Running", within=1200, every=5,
+        f"{scale.pods} fleet pods Running",
+        within=1200,
+        every=5,
     )
-    print(f"B1: fleet of {scale.pods} pods on {scale.nodes} nodes ready in {time.monotonic() - started:.0f}s")
+    took = time.monotonic() - started
+    print(f"B1: fleet of {scale.pods} pods on {scale.nodes} nodes ready in {took:.0f}s", flush=True)
 
 
 def expected_costs(cluster: LocalCluster) -> dict[str, tuple[str, str, str]]:
@@ -72,7 +82,8 @@ def expected_costs(cluster: LocalCluster) -> dict[str, tuple[str, str, str]]:
     for raw in fleet.pods(cluster, NAMESPACE):
         view.upsert_pod(raw)
     policy_obj = view.upsert_policy(POLICY)
-    assert policy_obj.policy is not None and policy_obj.policy.spec.deletion_cost is not None
+    assert policy_obj.policy is not None
+    assert policy_obj.policy.spec.deletion_cost is not None
     spec = policy_obj.policy.spec.deletion_cost
     now = datetime.now(UTC)
     out = {}
@@ -83,8 +94,9 @@ def expected_costs(cluster: LocalCluster) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-async def _patch_all(cluster: LocalCluster, patches: list[tuple[str, list[dict[str, Any]]]],
-                     concurrency: int) -> tuple[float, int]:
+async def _patch_all(
+    cluster: LocalCluster, patches: list[tuple[str, list[dict[str, Any]]]], concurrency: int
+) -> tuple[float, int]:
     """The raw baseline: a bounded pool of coroutines sending JSON Patches. (seconds, errors)"""
     kube = await Kube.connect(Credentials(kubeconfig=str(cluster.kubeconfig)), "bench-baseline")
     queue: asyncio.Queue[tuple[str, list[dict[str, Any]]]] = asyncio.Queue()
@@ -111,7 +123,10 @@ async def _patch_all(cluster: LocalCluster, patches: list[tuple[str, list[dict[s
 def all_converged(cluster: LocalCluster, expected: dict[str, tuple[str, str, str]]) -> bool:
     for pod in fleet.pods(cluster, NAMESPACE):
         want = expected.get(pod["metadata"]["uid"])
-        if want is None or (pod["metadata"].get("annotations") or {}).get(COST_ANNOTATION) != want[1]:
+        if (
+            want is None
+            or (pod["metadata"].get("annotations") or {}).get(COST_ANNOTATION) != want[1]
+        ):
             return False
     return True
 
@@ -119,8 +134,13 @@ def all_converged(cluster: LocalCluster, expected: dict[str, tuple[str, str, str
 def clear_costs(cluster: LocalCluster, concurrency: int) -> None:
     path = pointer("metadata", "annotations", COST_ANNOTATION)
     removals = [
-        (p["metadata"]["name"], [{"op": "test", "path": "/metadata/uid", "value": p["metadata"]["uid"]},
-                                 {"op": "remove", "path": path}])
+        (
+            p["metadata"]["name"],
+            [
+                {"op": "test", "path": "/metadata/uid", "value": p["metadata"]["uid"]},
+                {"op": "remove", "path": path},
+            ],
+        )
         for p in fleet.pods(cluster, NAMESPACE)
         if COST_ANNOTATION in (p["metadata"].get("annotations") or {})
     ]
@@ -130,18 +150,26 @@ def clear_costs(cluster: LocalCluster, concurrency: int) -> None:
 def start_operator(cluster: LocalCluster, scale: Scale, profile: Path | None) -> OperatorProcess:
     env = {"SCHEDPOLICY_PROFILE": str(profile)} if profile else None
     return OperatorProcess(
-        cluster.operator_kubeconfig, cluster.workdir / "logs" / "schedpolicy-operator.log",
-        "--metrics-port=0", f"--write-concurrency={scale.write_concurrency}", env=env,
+        cluster.operator_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        "--metrics-port=0",
+        f"--write-concurrency={scale.write_concurrency}",
+        env=env,
     )
 
 
-def run_b1_b2(cluster: LocalCluster, scale: Scale, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_b1_b2(
+    cluster: LocalCluster, scale: Scale, out: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
     build_fleet(cluster, scale)
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(POLICY))
     expected = expected_costs(cluster)
     pods = {p["metadata"]["uid"]: p for p in fleet.pods(cluster, NAMESPACE)}
     patches = [
-        (name, cost_patch(uid, value, has_annotations=bool(pods[uid]["metadata"].get("annotations"))))
+        (
+            name,
+            cost_patch(uid, value, has_annotations=bool(pods[uid]["metadata"].get("annotations"))),
+        )
         for name, value, uid in expected.values()
     ]
 
@@ -154,7 +182,9 @@ def run_b1_b2(cluster: LocalCluster, scale: Scale, out: Path) -> tuple[dict[str,
     started_at = datetime.now(UTC)
     started = time.monotonic()
     operator = start_operator(cluster, scale, out / "profile-b1.txt")
-    fleet.wait_for(lambda: all_converged(cluster, expected), "the operator to converge", within=900, every=1)
+    fleet.wait_for(
+        lambda: all_converged(cluster, expected), "the operator to converge", within=900, every=1
+    )
     polled = time.monotonic() - started
     writes = [e for e in writes_by(cluster.audit_log, since=started_at) if e.resource == "pods"]
     last = max(e.at for e in writes)
@@ -169,7 +199,9 @@ def run_b1_b2(cluster: LocalCluster, scale: Scale, out: Path) -> tuple[dict[str,
     operator = start_operator(cluster, scale, None)
     operator.wait_for_log("view synced", timeout=300)
     time.sleep(10)
-    after_restart = [e for e in writes_by(cluster.audit_log, since=restarted_at) if e.resource == "pods"]
+    after_restart = [
+        e for e in writes_by(cluster.audit_log, since=restarted_at) if e.resource == "pods"
+    ]
     operator.stop()
 
     rss_watch = raw_watch_rss(cluster)
@@ -209,6 +241,9 @@ def raw_watch_rss(cluster: LocalCluster) -> float:
     """Peak RSS of bench/raw_watch.py holding the same pods and nodes."""
     proc = subprocess.run(
         [sys.executable, "-m", "bench.raw_watch", str(cluster.kubeconfig)],
-        capture_output=True, text=True, timeout=600, check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
     )
     return float(proc.stdout.strip().splitlines()[-1])

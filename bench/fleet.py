@@ -16,28 +16,42 @@ ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 PAUSE = "registry.k8s.io/pause:3.10"
 
 
-def fake_nodes(prefix: str, count: int, *, cpu: str = "16", gpus: int = 0, labels: dict[str, str] | None = None,
-               pods: str = "110") -> list[FakeNode]:
+def fake_nodes(
+    prefix: str,
+    count: int,
+    *,
+    cpu: str = "16",
+    gpus: int = 0,
+    labels: dict[str, str] | None = None,
+    pods: str = "110",
+) -> list[FakeNode]:
     nodes = []
     for i in range(count):
         capacity = {"cpu": cpu, "memory": "64Gi", "pods": pods}
         if gpus:
             capacity["nvidia.com/gpu"] = str(gpus)
         spot = i % 3 == 0
-        nodes.append(FakeNode(
-            name=f"{prefix}-{i:04d}",
-            zone=ZONES[i % len(ZONES)],
-            region="us-east-1",
-            instance_type="m5.4xlarge" if not gpus else "p4d.24xlarge",
-            capacity=capacity,
-            allocatable=capacity,
-            labels={"bench": prefix, "karpenter.sh/capacity-type": "spot" if spot else "on-demand",
-                    **(labels or {})},
-        ))
+        nodes.append(
+            FakeNode(
+                name=f"{prefix}-{i:04d}",
+                zone=ZONES[i % len(ZONES)],
+                region="us-east-1",
+                instance_type="m5.4xlarge" if not gpus else "p4d.24xlarge",
+                capacity=capacity,
+                allocatable=capacity,
+                labels={
+                    "bench": prefix,
+                    "karpenter.sh/capacity-type": "spot" if spot else "on-demand",
+                    **(labels or {}),
+                },
+            )
+        )
     return nodes
 
 
-def create_in_batches(cluster: LocalCluster, docs: Iterable[dict[str, Any]], batch: int = 200) -> None:
+def create_in_batches(
+    cluster: LocalCluster, docs: Iterable[dict[str, Any]], batch: int = 200
+) -> None:
     chunk: list[dict[str, Any]] = []
     for doc in docs:
         chunk.append(doc)
@@ -48,8 +62,14 @@ def create_in_batches(cluster: LocalCluster, docs: Iterable[dict[str, Any]], bat
         cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(chunk))
 
 
-def deployment(name: str, namespace: str, replicas: int, node_selector: dict[str, str], cpu: str = "50m",
-               scheduler: str | None = None) -> dict[str, Any]:
+def deployment(
+    name: str,
+    namespace: str,
+    replicas: int,
+    node_selector: dict[str, str],
+    cpu: str = "50m",
+    scheduler: str | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeSelector": node_selector,
         "terminationGracePeriodSeconds": 0,
@@ -58,14 +78,20 @@ def deployment(name: str, namespace: str, replicas: int, node_selector: dict[str
     if scheduler:
         spec["schedulerName"] = scheduler
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
     }
 
 
-def pods(cluster: LocalCluster, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+def pods(
+    cluster: LocalCluster, namespace: str, selector: str | None = None
+) -> list[dict[str, Any]]:
     args = ["get", "pods", "-n", namespace, "-o", "json"]
     if selector:
         args += ["-l", selector]
@@ -83,9 +109,16 @@ def wait_for(probe: Callable[[], Any], what: str, within: float = 600, every: fl
 
 
 def running(pod: dict[str, Any]) -> bool:
-    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
 
 
 def namespace(cluster: LocalCluster, name: str) -> None:
     cluster.kubectl("create", "namespace", name)
-    wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False), "the default SA", 60, 0.2)
+    wait_for(
+        lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False),
+        "the default SA",
+        60,
+        0.2,
+    )

@@ -51,15 +51,23 @@ def outcome(free: list[int], pending: int) -> dict[str, int]:
 
 def pod(name: str, gpus: int, scheduler: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "gpu-stream"}},
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"bench": "packing"},
             "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": fleet.PAUSE,
-                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)},
-                                          "requests": {"cpu": "10m"}}}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": fleet.PAUSE,
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": str(gpus)},
+                        "requests": {"cpu": "10m"},
+                    },
+                }
+            ],
         },
     }
 
@@ -69,14 +77,19 @@ def settled(cluster: LocalCluster, count: int) -> list[dict[str, Any]] | None:
     if len(pods) != count:
         return None
     decided = all(
-        p["spec"].get("nodeName") or any(c["type"] == "PodScheduled" and c["status"] == "False"
-                                         for c in p.get("status", {}).get("conditions", []))
+        p["spec"].get("nodeName")
+        or any(
+            c["type"] == "PodScheduled" and c["status"] == "False"
+            for c in p.get("status", {}).get("conditions", [])
+        )
         for p in pods
     )
     return pods if decided else None
 
 
-def place(cluster: LocalCluster, sizes: list[int], scheduler: str, nodes: list[str]) -> dict[str, int]:
+def place(
+    cluster: LocalCluster, sizes: list[int], scheduler: str, nodes: list[str]
+) -> dict[str, int]:
     docs = [pod(f"g{i:04d}", size, scheduler) for i, size in enumerate(sizes)]
     fleet.create_in_batches(cluster, docs, batch=100)
     fleet.wait_for(lambda: settled(cluster, len(sizes)), f"{scheduler} to place the stream", 600, 2)
@@ -90,8 +103,17 @@ def place(cluster: LocalCluster, sizes: list[int], scheduler: str, nodes: list[s
             used[p["spec"]["nodeName"]] += gpus
         else:
             pending += 1
-    cluster.kubectl("delete", "pods", "-l", "app=gpu-stream", "-n", NAMESPACE, "--grace-period=0",
-                    "--wait=true", "--timeout=300s")
+    cluster.kubectl(
+        "delete",
+        "pods",
+        "-l",
+        "app=gpu-stream",
+        "-n",
+        NAMESPACE,
+        "--grace-period=0",
+        "--wait=true",
+        "--timeout=300s",
+    )
     return outcome([GPUS_PER_NODE - used[n] for n in nodes], pending)
 
 
@@ -114,7 +136,11 @@ def run_b4(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         "schedpolicy_profile": ours,
         "default_profile": default,
         "ffd_bound": bound,
-        "ratio": round(ours["free_nodes"] / bound["free_nodes"], 3) if bound["free_nodes"] else None,
-        "default_ratio": round(default["free_nodes"] / bound["free_nodes"], 3) if bound["free_nodes"] else None,
+        "ratio": round(ours["free_nodes"] / bound["free_nodes"], 3)
+        if bound["free_nodes"]
+        else None,
+        "default_ratio": round(default["free_nodes"] / bound["free_nodes"], 3)
+        if bound["free_nodes"]
+        else None,
         "goal": "free nodes >= 95% of the FFD bound, and more than the default profile",
     }

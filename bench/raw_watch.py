@@ -26,7 +26,9 @@ async def hold(kubeconfig: str, seconds: float) -> int:
             for item in body["items"]:
                 store[item["metadata"]["uid"]] = compact(kind, item)
             version = body["metadata"]["resourceVersion"]
-            async with watch.Watch().stream(lister, resource_version=version, timeout_seconds=int(seconds)) as events:
+            async with watch.Watch().stream(
+                lister, resource_version=version, timeout_seconds=int(seconds)
+            ) as events:
                 async for event in events:
                     obj = event["raw_object"]
                     if event["type"] == "DELETED":
@@ -44,10 +46,19 @@ def compact(kind: str, obj: dict[str, Any]) -> tuple[Any, ...]:
         return (meta["name"], meta.get("labels"), obj["status"].get("allocatable", {}).get("cpu"))
     spec = obj.get("spec", {})
     owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    requests = [c.get("resources", {}).get("requests", {}).get("cpu") for c in spec.get("containers", [])]
-    return (meta["namespace"], meta["name"], meta.get("labels"), (meta.get("annotations") or {}).get(
-        "controller.kubernetes.io/pod-deletion-cost"), owner, spec.get("nodeName"),
-        obj.get("status", {}).get("phase"), tuple(requests))
+    requests = [
+        c.get("resources", {}).get("requests", {}).get("cpu") for c in spec.get("containers", [])
+    ]
+    return (
+        meta["namespace"],
+        meta["name"],
+        meta.get("labels"),
+        (meta.get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost"),
+        owner,
+        spec.get("nodeName"),
+        obj.get("status", {}).get("phase"),
+        tuple(requests),
+    )
 
 
 def peak_rss_mib() -> float:

@@ -24,8 +24,28 @@ class Scale:
 
 
 SCALES = {
-    "small": Scale("small", nodes=200, replicasets=20, replicas=100, write_concurrency=16,
-                   webhook_seconds=10, gpu_nodes=64, gpu_seed=7, scale_nodes=50, scale_replicas=200),
-    "full": Scale("full", nodes=1000, replicasets=100, replicas=100, write_concurrency=16,
-                  webhook_seconds=30, gpu_nodes=64, gpu_seed=7, scale_nodes=50, scale_replicas=200),
+    "small": Scale(
+        "small",
+        nodes=200,
+        replicasets=20,
+        replicas=100,
+        write_concurrency=16,
+        webhook_seconds=10,
+        gpu_nodes=64,
+        gpu_seed=7,
+        scale_nodes=50,
+        scale_replicas=200,
+    ),
+    "full": Scale(
+        "full",
+        nodes=1000,
+        replicasets=100,
+        replicas=100,
+        write_concurrency=16,
+        webhook_seconds=30,
+        gpu_nodes=64,
+        gpu_seed=7,
+        scale_nodes=50,
+        scale_replicas=200,
+    ),
 }

@@ -41,10 +41,13 @@ def greedy_ideal(per_node: Counter[str], remove: int) -> int:
 
 def policy(name: str, deletion_cost: dict[str, Any]) -> dict[str, Any]:
     return {
-        "apiVersion": "schedpolicy.io/v1alpha1", "kind": "SchedulingPolicy",
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
         "metadata": {"name": name},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-                 "deletionCost": deletion_cost},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
+            "deletionCost": deletion_cost,
+        },
     }
 
 
@@ -52,7 +55,11 @@ def scale_to(cluster: LocalCluster, name: str, replicas: int) -> list[dict[str, 
     cluster.kubectl("scale", "deployment", name, "-n", NAMESPACE, f"--replicas={replicas}")
 
     def done() -> list[dict[str, Any]] | None:
-        pods = [p for p in fleet.pods(cluster, NAMESPACE, f"app={name}") if not p["metadata"].get("deletionTimestamp")]
+        pods = [
+            p
+            for p in fleet.pods(cluster, NAMESPACE, f"app={name}")
+            if not p["metadata"].get("deletionTimestamp")
+        ]
         return pods if len(pods) == replicas and all(fleet.running(p) for p in pods) else None
 
     return list(fleet.wait_for(done, f"{name} at {replicas} replicas", 300, 1))
@@ -60,7 +67,9 @@ def scale_to(cluster: LocalCluster, name: str, replicas: int) -> list[dict[str, 
 
 def costs_written(cluster: LocalCluster, name: str) -> bool:
     pods = fleet.pods(cluster, NAMESPACE, f"app={name}")
-    return bool(pods) and all(COST_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods)
+    return bool(pods) and all(
+        COST_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
+    )
 
 
 def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> dict[str, Any]:
@@ -68,19 +77,41 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
     cluster.create_nodes(nodes, timeout=300)
     # Other work on every node: bare pods bound directly, with seeded random CPU.
     others = [
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": f"other-{n.name}", "namespace": NAMESPACE, "labels": {"app": "other"}},
-         "spec": {"nodeName": n.name, "terminationGracePeriodSeconds": 0,
-                  "containers": [{"name": "c", "image": fleet.PAUSE,
-                                  "resources": {"requests": {"cpu": f"{rng.randint(5, 50) * 100}m"}}}]}}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"other-{n.name}",
+                "namespace": NAMESPACE,
+                "labels": {"app": "other"},
+            },
+            "spec": {
+                "nodeName": n.name,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": fleet.PAUSE,
+                        "resources": {"requests": {"cpu": f"{rng.randint(5, 50) * 100}m"}},
+                    }
+                ],
+            },
+        }
         for n in nodes
     ]
     fleet.create_in_batches(cluster, others)
     per_node = scale.scale_replicas // scale.scale_nodes
-    doc = fleet.deployment("spread", NAMESPACE, scale.scale_replicas, {"bench": "scaledown"}, cpu="50m")
-    doc["spec"]["template"]["spec"]["topologySpreadConstraints"] = [{
-        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"app": "spread"}}}]
+    doc = fleet.deployment(
+        "spread", NAMESPACE, scale.scale_replicas, {"bench": "scaledown"}, cpu="50m"
+    )
+    doc["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "spread"}},
+        }
+    ]
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(doc))
     results: dict[str, Any] = {}
     for label, with_policy in (("without_policy", False), ("with_policy", True)):
@@ -88,9 +119,28 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
         counts = Counter(p["spec"]["nodeName"] for p in before)
         assert set(counts.values()) == {per_node}, counts
         if with_policy:
-            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy("bench-consolidate", {
-                "bucket": 1, "minUpdateIntervalSeconds": 0,
-                "signals": [{"type": "NodeConsolidation", "nodeConsolidation": {"points": 100000}}]})))
+            cluster.kubectl(
+                "apply",
+                "-f",
+                "-",
+                input=yaml.safe_dump(
+                    policy(
+                        "bench-consolidate",
+                        {
+                            # Fill x 100000 keeps every node's cost distinct; max makes room.
+                            "bucket": 1,
+                            "max": 2**30,
+                            "minUpdateIntervalSeconds": 0,
+                            "signals": [
+                                {
+                                    "type": "NodeConsolidation",
+                                    "nodeConsolidation": {"points": 100000},
+                                }
+                            ],
+                        },
+                    )
+                ),
+            )
             fleet.wait_for(lambda: costs_written(cluster, "spread"), "consolidation costs", 300, 1)
             time.sleep(3)
         after = scale_to(cluster, "spread", scale.scale_replicas // 2)
@@ -105,38 +155,64 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
 def zone_skew(cluster: LocalCluster) -> dict[str, Any]:
     shapes = {"us-east-1a": 30, "us-east-1b": 20, "us-east-1c": 10}
     nodes = [
-        FakeNode(f"zone-{zone}", zone, "us-east-1", "m5.4xlarge",
-                 {"cpu": "64", "memory": "64Gi", "pods": str(pods)},
-                 {"cpu": "64", "memory": "64Gi", "pods": str(pods)}, {"bench": "zones"})
+        FakeNode(
+            f"zone-{zone}",
+            zone,
+            "us-east-1",
+            "m5.4xlarge",
+            {"cpu": "64", "memory": "64Gi", "pods": str(pods)},
+            {"cpu": "64", "memory": "64Gi", "pods": str(pods)},
+            {"bench": "zones"},
+        )
         for zone, pods in shapes.items()
     ]
     cluster.create_nodes(nodes, timeout=120)
     zone_of = {n.name: n.zone for n in nodes}
     total = sum(shapes.values())
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(
-        fleet.deployment("zonal", NAMESPACE, total, {"bench": "zones"}, cpu="10m")))
+    cluster.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            fleet.deployment("zonal", NAMESPACE, total, {"bench": "zones"}, cpu="10m")
+        ),
+    )
     results: dict[str, Any] = {}
     for label, with_policy in (("without_policy", False), ("with_policy", True)):
         before = scale_to(cluster, "zonal", total)
         assert Counter(zone_of[p["spec"]["nodeName"]] for p in before) == Counter(shapes)
         if with_policy:
-            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(policy("bench-zones", {
-                "minUpdateIntervalSeconds": 0, "signals": [{"type": "ZoneBalance"}]})))
+            cluster.kubectl(
+                "apply",
+                "-f",
+                "-",
+                input=yaml.safe_dump(
+                    policy(
+                        "bench-zones",
+                        {"minUpdateIntervalSeconds": 0, "signals": [{"type": "ZoneBalance"}]},
+                    )
+                ),
+            )
             fleet.wait_for(lambda: costs_written(cluster, "zonal"), "zone costs", 300, 1)
             time.sleep(3)
         after = scale_to(cluster, "zonal", total // 2)
         counts = Counter(zone_of[p["spec"]["nodeName"]] for p in after)
         per_zone = [counts.get(z, 0) for z in shapes]
-        results[label] = {"per_zone": per_zone,
-                          "max_over_min": round(max(per_zone) / min(per_zone), 2) if min(per_zone) else None}
+        results[label] = {
+            "per_zone": per_zone,
+            "max_over_min": round(max(per_zone) / min(per_zone), 2) if min(per_zone) else None,
+        }
     cluster.kubectl("delete", "spol", "bench-zones")
     return results
 
 
 def run_b5(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     fleet.namespace(cluster, NAMESPACE)
-    operator = OperatorProcess(cluster.operator_kubeconfig, cluster.workdir / "logs" / "schedpolicy-operator.log",
-                               "--metrics-port=0")
+    operator = OperatorProcess(
+        cluster.operator_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        "--metrics-port=0",
+    )
     operator.wait_for_log("view synced", timeout=300)
     try:
         rng = random.Random(scale.gpu_seed)

@@ -34,7 +34,9 @@ def histogram(cluster: LocalCluster, family: str, match: dict[str, str]) -> dict
     """Cumulative bucket counts of one histogram, summed over series that match `match`."""
     import urllib.request
 
-    with urllib.request.urlopen(f"{cluster.server}/metrics", context=cluster.ssl_context(), timeout=10) as r:
+    with urllib.request.urlopen(
+        f"{cluster.server}/metrics", context=cluster.ssl_context(), timeout=10
+    ) as r:
         text = r.read().decode()
     buckets: dict[float, float] = {}
     for fam in text_string_to_metric_families(text):
@@ -72,10 +74,13 @@ async def create_load(cluster: LocalCluster, seconds: int, prefix: str) -> float
     api = client.ApiClient(configuration=cfg)
     core = client.CoreV1Api(api)
     body = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"labels": {"app": "load"}},
         "spec": {
-            "nodeSelector": {"bench": "nowhere"},  # stays Pending: the load is admission, not scheduling
+            "nodeSelector": {
+                "bench": "nowhere"
+            },  # stays Pending: the load is admission, not scheduling
             "containers": [{"name": "c", "image": fleet.PAUSE}],
         },
     }
@@ -83,7 +88,9 @@ async def create_load(cluster: LocalCluster, seconds: int, prefix: str) -> float
     tasks = []
     for i in range(seconds * RATE):
         doc = {**body, "metadata": {**body["metadata"], "name": f"{prefix}-{i:05d}"}}
-        tasks.append(asyncio.create_task(core.create_namespaced_pod(NAMESPACE, doc, _preload_content=False)))
+        tasks.append(
+            asyncio.create_task(core.create_namespaced_pod(NAMESPACE, doc, _preload_content=False))
+        )
         # Open loop: a steady 100/s, whatever the latency.
         await asyncio.sleep(max(0.0, started + (i + 1) / RATE - time.perf_counter()))
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -94,14 +101,27 @@ async def create_load(cluster: LocalCluster, seconds: int, prefix: str) -> float
 
 def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     fleet.namespace(cluster, NAMESPACE)
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "schedpolicy.io/v1alpha1", "kind": "SchedulingPolicy",
-        "metadata": {"name": "bench-webhook"},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-            "placement": {"capacityType": {"prefer": "spot", "weight": 20}, "avoidGPUNodes": True},
-        },
-    }))
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            {
+                "apiVersion": "schedpolicy.io/v1alpha1",
+                "kind": "SchedulingPolicy",
+                "metadata": {"name": "bench-webhook"},
+                "spec": {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}
+                    },
+                    "placement": {
+                        "capacityType": {"prefer": "spot", "weight": 20},
+                        "avoidGPUNodes": True,
+                    },
+                },
+            }
+        ),
+    )
     request = {"verb": "POST", "resource": "pods", "subresource": ""}
 
     # Baseline: no webhook registered.
@@ -116,28 +136,45 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     pair = ca.issue("webhook", common_name="webhook", hosts=("127.0.0.1",))
     port = free_port()
     operator = OperatorProcess(
-        cluster.operator_kubeconfig, cluster.workdir / "logs" / "schedpolicy-operator.log",
-        "--metrics-port=0", f"--webhook-port={port}", "--webhook-address=127.0.0.1",
-        f"--webhook-cert={pair.cert}", f"--webhook-key={pair.key}",
+        cluster.operator_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        "--metrics-port=0",
+        f"--webhook-port={port}",
+        "--webhook-address=127.0.0.1",
+        f"--webhook-cert={pair.cert}",
+        f"--webhook-key={pair.key}",
     )
     operator.wait_for_log("view synced", timeout=300)
-    (config,) = [d for d in chart.render("templates/webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
+    (config,) = [
+        d
+        for d in chart.render("templates/webhook.yaml")
+        if d["kind"] == "MutatingWebhookConfiguration"
+    ]
     config["metadata"]["name"] = "bench-webhook"
     for hook in config["webhooks"]:
-        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}/hints",
-                                "caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode()}
+        hook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}/hints",
+            "caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode(),
+        }
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config))
     time.sleep(3)  # the apiserver picks up webhook configurations asynchronously
     hook_match = {"name": WEBHOOK, "operation": "CREATE", "type": "admit"}
     before_req = histogram(cluster, "apiserver_request_duration_seconds", request)
-    before_hook = histogram(cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match)
+    before_hook = histogram(
+        cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match
+    )
     asyncio.run(create_load(cluster, scale.webhook_seconds, "hooked"))
     after_req = histogram(cluster, "apiserver_request_duration_seconds", request)
-    after_hook = histogram(cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match)
+    after_hook = histogram(
+        cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match
+    )
     hooked = {q: quantile(before_req, after_req, q) for q in (0.5, 0.99)}
     hook = {q: quantile(before_hook, after_hook, q) for q in (0.5, 0.99)}
-    hinted = sum(1 for p in fleet.pods(cluster, NAMESPACE, "app=load")
-                 if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {}))
+    hinted = sum(
+        1
+        for p in fleet.pods(cluster, NAMESPACE, "app=load")
+        if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {})
+    )
     cluster.kubectl("delete", "mutatingwebhookconfiguration", "bench-webhook")
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")

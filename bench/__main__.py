@@ -1,0 +1,113 @@
+"""`python -m bench [--scale small|full] [--only B1,B3]`: what `make bench` runs.
+
+Starts its own local control plane in .cluster/bench, runs the benchmarks, writes
+bench/results/<name>.json and regenerates bench/REPORT.md. Each benchmark prints its key
+figure as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import convergence, packing, report, scaledown, webhook
+from bench.scale import SCALES, Scale
+from localcluster import LocalCluster
+from localcluster.binaries import REPO
+
+Bench = Callable[[LocalCluster, Scale, Path], dict[str, Any]]
+
+
+def headline(key: str, r: dict[str, Any]) -> str:
+    if key == "b1-convergence":
+        return (
+            f"B1 ratio {r['ratio']} (operator {r['operator_patches_per_second']}/s vs raw"
+            f" {r['baseline_patches_per_second']}/s), redundant {r['redundant_writes']},"
+            f" after restart {r['writes_after_restart']}"
+        )
+    if key == "b2-memory":
+        return f"B2 operator {r['operator_peak_rss_mib']} MiB vs watch {r['baseline_peak_rss_mib']} MiB, ratio {r['ratio']}"
+    if key == "b3-webhook":
+        return f"B3 webhook p50 {r['webhook_p50_ms']} ms p99 {r['webhook_p99_ms']} ms, added p99 {r['added_p99_ms']} ms"
+    if key == "b4-packing":
+        return (
+            f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
+            f" {r['default_profile']['free_nodes']} vs FFD {r['ffd_bound']['free_nodes']}: ratio {r['ratio']}"
+        )
+    return (
+        f"B5 nodes emptied {r['nodes_emptied']['with_policy']} vs none {r['nodes_emptied']['without_policy']}"
+        f" vs ideal {r['nodes_emptied']['ideal']}: ratio {r['ratio']}"
+    )
+
+
+def save(key: str, result: dict[str, Any]) -> None:
+    report.RESULTS.mkdir(exist_ok=True)
+    (report.RESULTS / f"{key}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--only", default="B1,B2,B3,B4,B5", help="comma-separated subset")
+    args = parser.parse_args()
+    scale = SCALES[args.scale]
+    wanted = {w.strip().upper() for w in args.only.split(",")}
+    cluster = LocalCluster(REPO / ".cluster" / "bench")
+    out = report.RESULTS
+    started = time.monotonic()
+    failed = False
+    print(
+        f"bench: scale {scale.name}; starting the local control plane in {cluster.workdir}",
+        flush=True,
+    )
+    cluster.up()
+    try:
+        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+        cluster.kubectl(
+            "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
+        )
+        if wanted & {"B1", "B2"}:
+            try:
+                b1, b2 = convergence.run_b1_b2(cluster, scale, out)
+                for key, result in (("b1-convergence", b1), ("b2-memory", b2)):
+                    save(key, result)
+                    print(headline(key, result), flush=True)
+            except Exception as err:
+                failed = True
+                traceback.print_exc()
+                save(
+                    "b1-convergence",
+                    {"name": "B1 convergence", "scale": scale.name, "error": repr(err)},
+                )
+        runs: list[tuple[str, str, Bench]] = [
+            ("B3", "b3-webhook", webhook.run_b3),
+            ("B4", "b4-packing", packing.run_b4),
+            ("B5", "b5-scaledown", scaledown.run_b5),
+        ]
+        for tag, key, fn in runs:
+            if tag not in wanted:
+                continue
+            t0 = time.monotonic()
+            try:
+                result = fn(cluster, scale, out)
+                result["seconds"] = round(time.monotonic() - t0)
+                save(key, result)
+                print(headline(key, result), flush=True)
+            except Exception as err:
+                failed = True
+                traceback.print_exc()
+                save(key, {"name": key, "scale": scale.name, "error": repr(err)})
+    finally:
+        cluster.down()
+    print(f"bench: report at {report.write()} after {time.monotonic() - started:.0f}s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
