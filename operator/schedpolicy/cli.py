@@ -9,8 +9,8 @@ import os
 import socket
 import sys
 import uuid
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import kopf
 
