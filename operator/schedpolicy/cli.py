@@ -155,7 +155,11 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         profiler.stop()
         Path(profile_to).write_text(
-            profiler.output_text(unicode=False, color=False, show_all=False)
+            profiler.output_text(
+                unicode=False,
+                color=False,
+                show_all=os.environ.get("SCHEDPOLICY_PROFILE_ALL") == "1",
+            )
         )
     return 0
 

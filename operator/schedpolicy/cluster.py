@@ -280,6 +280,17 @@ class ClusterView:
         self.scraped: dict[SampleKey, Sample | Rejection] = {}
         self._eligible_zones: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneSpread] = {}
+        # UIDs seen per kind (deleted ones included), until the sync barrier is through.
+        self.seen: dict[str, set[str]] = defaultdict(set)
+        self._tracking = True
+
+    def note(self, kind: str, uid: str) -> None:
+        if self._tracking:
+            self.seen[kind].add(uid)
+
+    def stop_tracking(self) -> None:
+        self._tracking = False
+        self.seen.clear()
 
     # -- policies
 

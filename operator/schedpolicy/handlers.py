@@ -20,6 +20,7 @@ from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgr
 from schedpolicy.reconciler import Reconciler
 from schedpolicy.scraper import Scraper
 from schedpolicy.settings import OperatorState
+from schedpolicy.sync_barrier import wait_until_synced
 
 registry = kopf.OperatorRegistry()
 log = logging.getLogger("schedpolicy")
@@ -35,6 +36,8 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     settings.persistence.diffbase_storage = OwnResourceDiffBaseStorage(
         kopf.AnnotationsDiffBaseStorage(prefix=api.GROUP, key="last-handled-configuration")
     )
+    # Page the initial listings, so a large cluster is never held in memory as one response.
+    settings.watching.chunk_size = 500
     settings.watching.server_timeout = memo.config.watch_timeout_seconds
     settings.watching.client_timeout = memo.config.watch_timeout_seconds + 30
     # The MutatingWebhookConfiguration is the chart's (a Service reference, our CA, our
@@ -49,6 +52,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         )
 
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
+    memo.tasks.append(asyncio.create_task(_sync(memo), name="sync-barrier"))
     memo.reconciler = Reconciler(
         memo.kube,
         memo.view,
@@ -66,6 +70,12 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     else:
         memo.leadership = Leadership(memo.kube, memo.config.lease, lead)
         memo.tasks.append(asyncio.create_task(memo.leadership.run(), name="leader-election"))
+
+
+async def _sync(memo: OperatorState) -> None:
+    assert memo.kube is not None
+    await wait_until_synced(memo.kube, memo.view)
+    memo.wake().mark_synced()
 
 
 @kopf.on.cleanup(registry=registry)
@@ -86,91 +96,77 @@ async def login(memo: OperatorState, **_: Any) -> kopf.ConnectionInfo:
 # Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, and the
 # view and the reconciler belong to the event loop's thread.
 #
-# Each watched kind has an index handler and an event handler. Kopf runs index handlers
-# for every object of the initial listings before any event handler, so the view is
-# complete by the time the first event handler runs: that is the "synced" moment the
-# reconciler waits for. Index handlers keep no index (they return None); deletions,
-# which index handlers never see, arrive at the event handlers.
+# Only `on.event` handlers, no `kopf.index`: kopf holds every object of an indexed kind until
+# all initial listings are done, waking every waiting object on every step, which costs
+# quadratic time and all objects' memory on a large cluster. The sync barrier
+# (sync_barrier.py) tells the reconciler instead when the view has caught up.
 
 
-@kopf.index(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
-async def policy_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    obj = memo.view.upsert_policy(body)
-    if obj.error is not None:
-        log.warning("policy %s is invalid: %s", obj.name, obj.error)
-    memo.wake().policies_changed()
+def _gone(event: kopf.RawEvent) -> bool:
+    return event["type"] == "DELETED"
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
 async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    reconciler = memo.wake()
-    reconciler.mark_synced()
-    if event["type"] == "DELETED":
-        memo.view.remove_policy(event["object"]["metadata"]["name"])
-        reconciler.policies_changed()
-
-
-@kopf.index("pods", registry=registry)
-async def pod_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    pod, affected = memo.view.upsert_pod(body)
-    reconciler = memo.wake()
-    reconciler.pod_seen(pod)
-    reconciler.changed(affected)
+    body = event["object"]
+    memo.view.note("policies", body["metadata"]["uid"])
+    if _gone(event):
+        memo.view.remove_policy(body["metadata"]["name"])
+    else:
+        obj = memo.view.upsert_policy(body)
+        if obj.error is not None:
+            log.warning("policy %s is invalid: %s", obj.name, obj.error)
+    memo.wake().policies_changed()
 
 
 @kopf.on.event("pods", registry=registry)
 async def pod_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    body = event["object"]
+    uid = body["metadata"]["uid"]
+    memo.view.note("pods", uid)
     reconciler = memo.wake()
-    reconciler.mark_synced()
-    if event["type"] == "DELETED":
-        uid = event["object"]["metadata"]["uid"]
+    if _gone(event):
         reconciler.changed(memo.view.remove_pod(uid))
         reconciler.pod_gone(uid)
-
-
-@kopf.index("nodes", registry=registry)
-async def node_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    node, affected = memo.view.upsert_node(body)
-    reconciler = memo.wake()
-    reconciler.node_seen(node)
+        return
+    pod, affected = memo.view.upsert_pod(body)
+    reconciler.pod_seen(pod)
     reconciler.changed(affected)
 
 
 @kopf.on.event("nodes", registry=registry)
 async def node_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
+    body = event["object"]
+    memo.view.note("nodes", body["metadata"]["uid"])
     reconciler = memo.wake()
-    reconciler.mark_synced()
-    if event["type"] == "DELETED":
-        name = event["object"]["metadata"]["name"]
+    if _gone(event):
+        name = body["metadata"]["name"]
         reconciler.changed(memo.view.remove_node(name))
         reconciler.node_gone(name)
-
-
-@kopf.index("apps", "v1", "replicasets", registry=registry)
-async def replicaset_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    memo.view.upsert_replicaset(body)
+        return
+    node, affected = memo.view.upsert_node(body)
+    reconciler.node_seen(node)
+    reconciler.changed(affected)
 
 
 @kopf.on.event("apps", "v1", "replicasets", registry=registry)
 async def replicaset_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    memo.wake().mark_synced()
-    if event["type"] == "DELETED":
-        memo.view.remove_replicaset(event["object"]["metadata"]["uid"])
-
-
-@kopf.index("namespaces", registry=registry)
-async def namespace_seen(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
-    affected = memo.view.upsert_namespace(
-        body["metadata"]["name"], body["metadata"].get("labels") or {}
-    )
-    memo.wake().changed(affected)
+    body = event["object"]
+    memo.view.note("replicasets", body["metadata"]["uid"])
+    if _gone(event):
+        memo.view.remove_replicaset(body["metadata"]["uid"])
+    else:
+        memo.view.upsert_replicaset(body)
 
 
 @kopf.on.event("namespaces", registry=registry)
 async def namespace_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    memo.wake().mark_synced()
-    if event["type"] == "DELETED":
-        memo.view.remove_namespace(event["object"]["metadata"]["name"])
+    meta = event["object"]["metadata"]
+    memo.view.note("namespaces", meta["uid"])
+    if _gone(event):
+        memo.view.remove_namespace(meta["name"])
+    else:
+        memo.wake().changed(memo.view.upsert_namespace(meta["name"], meta.get("labels") or {}))
 
 
 async def pod_hints(body: kopf.Body, patch: kopf.Patch, memo: OperatorState, **_: Any) -> None:

@@ -161,6 +161,29 @@ class Kube:
         )
         return dict(result or {})
 
+    async def list_uids(self, path: str, page: int = 500) -> set[str]:
+        """UIDs of every object at a collection path, read as metadata only, page by page,
+        so that even a large cluster costs little memory."""
+        uids: set[str] = set()
+        token = ""
+        while True:
+            query = [("limit", str(page))] + ([("continue", token)] if token else [])
+            result = await self.api.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={
+                    "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+                },
+                auth_settings=["BearerToken"],
+                response_types_map={200: "object"},
+                _return_http_data_only=True,
+            )
+            uids.update(str(item["metadata"]["uid"]) for item in result.get("items", []))
+            token = (result.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return uids
+
     async def patch_pod(
         self, namespace: str, name: str, patch: list[dict[str, Any]]
     ) -> dict[str, Any]:

@@ -66,6 +66,10 @@ class OwnResourceDiffBaseStorage(kopf.DiffBaseStorage):
         self.inner = inner
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        # Kopf builds an essence (a deep copy of the object) on every event to detect
+        # changes for change handlers; Pods and Nodes have none, so skip the copy.
+        if not is_own_resource(body):
+            return kopf.BodyEssence()
         return self.inner.build(body=body, extra_fields=extra_fields)
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
