@@ -28,8 +28,7 @@ from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
-from schedpolicy import costs
-from schedpolicy.cluster import ClusterView
+from schedpolicy import decisions
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch, pointer
 
 NAMESPACE = "bench-fleet"
@@ -76,21 +75,12 @@ def build_fleet(cluster: LocalCluster, scale: Scale) -> None:
 
 def expected_costs(cluster: LocalCluster) -> dict[str, tuple[str, str, str]]:
     """uid -> (name, value, uid): what the pure core says, from a snapshot of the cluster."""
-    view = ClusterView()
-    for node in json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]:
-        view.upsert_node(node)
-    for raw in fleet.pods(cluster, NAMESPACE):
-        view.upsert_pod(raw)
-    policy_obj = view.upsert_policy(POLICY)
-    assert policy_obj.policy is not None
-    assert policy_obj.policy.spec.deletion_cost is not None
-    spec = policy_obj.policy.spec.deletion_cost
-    now = datetime.now(UTC)
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
+    view = decisions.build_view(policies=[POLICY], nodes=nodes, pods=fleet.pods(cluster, NAMESPACE))
     out = {}
-    for uid, pod in view.pods.items():
-        decision = costs.decide(spec, view.cost_inputs(pod, policy_obj.policy), now)
-        assert decision.final is not None
-        out[uid] = (pod.name, str(decision.final), uid)
+    for uid, final in decisions.expected_costs(view).items():
+        assert final is not None
+        out[uid] = (view.pods[uid].name, str(final), uid)
     return out
 
 

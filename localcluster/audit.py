@@ -16,6 +16,7 @@ OPERATOR_USER = "system:serviceaccount:schedpolicy-system:schedpolicy"
 @dataclass(frozen=True)
 class AuditEvent:
     user: str
+    agent: str
     verb: str
     resource: str
     subresource: str
@@ -30,6 +31,7 @@ class AuditEvent:
         ref = raw.get("objectRef") or {}
         return cls(
             user=raw.get("user", {}).get("username", ""),
+            agent=raw.get("userAgent", ""),
             verb=raw.get("verb", ""),
             resource=ref.get("resource", ""),
             subresource=ref.get("subresource", ""),

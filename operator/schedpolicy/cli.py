@@ -101,10 +101,9 @@ def _excluded(extra: list[str]) -> tuple[str, ...]:
     return tuple(sorted({"kube-system", *extra, *([own] if own else [])}))
 
 
-def _lease(args: argparse.Namespace) -> LeaseSettings | None:
+def _lease(args: argparse.Namespace, identity: str) -> LeaseSettings | None:
     if not args.leader_elect:
         return None
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     return LeaseSettings(
         name=args.leader_election_id,
         namespace=args.leader_election_namespace,
@@ -124,6 +123,8 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # The API client logs every response body at debug level; never wanted, even with -v.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
+    # Unique per process, so the Lease and the audit log tell replicas apart.
+    instance = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
@@ -136,7 +137,8 @@ def _run(args: argparse.Namespace) -> int:
         webhook_key=args.webhook_key,
         webhook_exclude_namespaces=_excluded(args.webhook_exclude_namespace),
         pending_threshold_seconds=args.pending_threshold_seconds,
-        lease=_lease(args),
+        lease=_lease(args, instance),
+        instance=instance,
         liveness_port=args.liveness_port,
     )
     from schedpolicy.runtime import run

@@ -294,10 +294,18 @@ class ClusterView:
 
     # -- policies
 
-    def upsert_policy(self, body: Mapping[str, Any]) -> PolicyObject:
+    def upsert_policy(self, body: Mapping[str, Any]) -> tuple[PolicyObject, bool]:
+        """Store a policy; the flag says whether what it asks for changed (not just status)."""
         obj = policy_object(body)
+        old = self._policies.get(obj.name)
         self._policies[obj.name] = obj
-        return obj
+        changed = old is None or (old.uid, old.generation, old.policy, old.error is None) != (
+            obj.uid,
+            obj.generation,
+            obj.policy,
+            obj.error is None,
+        )
+        return obj, changed
 
     def remove_policy(self, name: str) -> None:
         self._policies.pop(name, None)

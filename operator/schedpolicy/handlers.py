@@ -112,11 +112,16 @@ async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> N
     memo.view.note("policies", body["metadata"]["uid"])
     if _gone(event):
         memo.view.remove_policy(body["metadata"]["name"])
-    else:
-        obj = memo.view.upsert_policy(body)
+        memo.wake().policies_changed()
+        return
+    obj, changed = memo.view.upsert_policy(body)
+    if changed:
         if obj.error is not None:
             log.warning("policy %s is invalid: %s", obj.name, obj.error)
-    memo.wake().policies_changed()
+        memo.wake().policies_changed()
+    else:
+        # Our own status write coming back: nothing to recompute but the status itself.
+        memo.wake().status_changed()
 
 
 @kopf.on.event("pods", registry=registry)

@@ -17,7 +17,7 @@ import kopf
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-from schedpolicy import api
+from schedpolicy import __version__, api
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,9 @@ class Kube:
     def __init__(self, api: client.ApiClient, instance: str) -> None:
         self.api = api
         self.instance = instance
+        # The audit log records the user agent: it tells replicas apart, which all share
+        # one ServiceAccount.
+        api.user_agent = f"schedpolicy/{__version__} ({instance})"
 
     @classmethod
     async def connect(cls, creds: Credentials, instance: str) -> Kube:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy import gpu, matching, metrics
+from schedpolicy import decisions, gpu, matching, metrics
 from schedpolicy.cluster import ClusterView, NodeRecord
 from schedpolicy.kube import Kube, ObjectRef
 
@@ -58,19 +58,9 @@ class LabelSync:
         self._reported.pop(name, None)
 
     def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
-        match = matching.governing_node_policy(policies, node.labels)
-        policy = match.policy
-        decision = None
-        allow_overwrite = False
-        if policy is not None and policy.spec.node_labels is not None:
-            spec = policy.spec.node_labels.gpu
-            decision = gpu.decide(spec, node.labels, node.allocatable_gpus)
-            allow_overwrite = spec.allow_overwrite
-        desired = decision.labels if decision is not None else {}
-        plan = gpu.plan(
-            desired, node.labels, node.annotations, node.label_managers, allow_overwrite
-        )
-        return NodeOutcome(policy.name if policy else None, decision, plan)
+        result = decisions.node_labels(self.view, node.name, policies)
+        policy = result.match.policy
+        return NodeOutcome(policy.name if policy else None, result.decision, result.plan)
 
     def refresh(self, name: str, policies: list[matching.Policy]) -> bool:
         """Re-plan one node; True when it needs a write."""

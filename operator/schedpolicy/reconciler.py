@@ -24,7 +24,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy import api, costs, matching, metrics
+from schedpolicy import api, costs, decisions, matching, metrics
 from schedpolicy.cluster import Affected, ClusterView, NodeRecord, PodRecord, PolicyObject
 from schedpolicy.kube import Kube, ObjectRef, cost_patch, cost_removal_patch
 from schedpolicy.label_sync import LabelSync
@@ -59,17 +59,18 @@ def _rv(value: str) -> int:
     return int(value) if value.isdigit() else -1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodOutcome:
-    """The last plan for a pod, kept for status counts and `explain`."""
+    """The last plan for a pod, reduced to what status counts need (explain recomputes
+    the full decision on demand; keeping it for every pod would cost memory)."""
 
     governed_by: frozenset[str]  # policies governing the pod for any pod capability
     cost_policy: str | None
-    plan: costs.CostPlan
+    final: int | None  # the cost decided, if any
     stored: str | None  # the cost on the pod when the plan was made
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Written:
     value: str | None  # None: we removed it
     resource_version: str
@@ -114,6 +115,7 @@ class Reconciler:
         self._written: dict[str, Written] = {}
         self._failures: dict[str, tuple[str | None, str]] = {}
         self.outcomes: dict[str, PodOutcome] = {}
+        self._governed: dict[frozenset[str], frozenset[str]] = {}
         self._counts_dirty = False
         self._last_status = -1e9
         # What we last wrote, so that a write is not repeated before its watch event arrives.
@@ -146,6 +148,10 @@ class Reconciler:
         self._policies_dirty = True
         self._all_pods_dirty = True
         self._all_nodes_dirty = True
+        self._wake.set()
+
+    def status_changed(self) -> None:
+        self._counts_dirty = True
         self._wake.set()
 
     def changed(self, affected: Affected) -> None:
@@ -212,7 +218,7 @@ class Reconciler:
             self._counts_dirty = True
         started = time.perf_counter()
         label_nodes = self._dirty_label_nodes()
-        self._plan_dirty_pods()
+        await self._plan_dirty_pods()
         await self._plan_nodes(label_nodes)
         self._check_pending()
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
@@ -319,43 +325,39 @@ class Reconciler:
             uids |= self.view.pods_by_replicaset.get(rs, set())
         return uids
 
-    def _plan_dirty_pods(self) -> None:
+    async def _plan_dirty_pods(self) -> None:
         uids = self._dirty_pod_uids()
         if not uids:
             return
         policies = self.view.policies()
         now = datetime.now(UTC)
-        for uid in uids:
+        for done, uid in enumerate(uids):
+            if done % 200 == 199:
+                # Planning a whole cluster takes a while; let the webhook and the watch
+                # streams have the loop in between.
+                await asyncio.sleep(0)
             pod = self.view.pods.get(uid)
             if pod is None:
                 continue
-            outcome = self.plan_pod(pod, policies, now)
+            outcome, plan = self.plan_pod(pod, policies, now)
             previous = self.outcomes.get(uid)
             self.outcomes[uid] = outcome
             if previous != outcome:
                 self._counts_dirty = True
-            self._act(pod, outcome.plan)
+            self._act(pod, plan)
 
     def plan_pod(
         self, pod: PodRecord, policies: list[matching.Policy], now: datetime
-    ) -> PodOutcome:
+    ) -> tuple[PodOutcome, costs.CostPlan]:
+        result = decisions.pod_cost(self.view, pod, now, policies)
         ns_labels = self.view.namespaces.get(pod.namespace, {})
-        cost_match = matching.governing_policy(policies, "deletionCost", pod.labels, ns_labels)
         placement = matching.governing_policy(policies, "placement", pod.labels, ns_labels)
-        governed = frozenset(m.policy.name for m in (cost_match, placement) if m.policy is not None)
-        policy = cost_match.policy
-        spec = policy.spec.deletion_cost if policy is not None else None
-        decision = None
-        if policy is not None and spec is not None and pod.replicaset_uid is not None:
-            decision = costs.decide(spec, self.view.cost_inputs(pod, policy), now)
-        state = costs.PodCostState(
-            replicaset_owned=pod.replicaset_uid is not None,
-            active=pod.active,
-            current=pod.cost,
-            ours=api.FIELD_MANAGER in pod.cost_managers,
-        )
-        plan = costs.plan(state, policy.name if policy else None, spec, decision)
-        return PodOutcome(governed, policy.name if policy else None, plan, pod.cost)
+        governed = frozenset(m.policy.name for m in (result.match, placement) if m.policy)
+        governed = self._governed.setdefault(governed, governed)  # one copy of each set
+        policy = result.match.policy
+        final = result.decision.final if result.decision is not None else None
+        outcome = PodOutcome(governed, policy.name if policy else None, final, pod.cost)
+        return outcome, result.plan
 
     def _act(self, pod: PodRecord, plan: costs.CostPlan) -> None:
         if plan.action == "none":
@@ -429,8 +431,7 @@ class Reconciler:
         if pod is None:
             return
         # Plan again: the view may have moved on since this pod was queued.
-        outcome = self.plan_pod(pod, self.view.policies(), datetime.now(UTC))
-        plan = outcome.plan
+        _, plan = self.plan_pod(pod, self.view.policies(), datetime.now(UTC))
         if plan.action == "none":
             return
         if plan.action == "write":
@@ -486,8 +487,7 @@ class Reconciler:
                 continue
             for name in outcome.governed_by:
                 matched[name] += 1
-            decision = outcome.plan.decision
-            final = decision.final if decision is not None else None
+            final = outcome.final
             if outcome.cost_policy and final is not None and pod.cost == str(final):
                 costed[outcome.cost_policy] += 1
             if pod.cost is not None and api.FIELD_MANAGER in pod.cost_managers:
