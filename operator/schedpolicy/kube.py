@@ -137,6 +137,13 @@ class Kube:
         # The audit log records the user agent: it tells replicas apart, which all share
         # one ServiceAccount.
         api.user_agent = f"schedpolicy/{__version__} ({instance})"
+        # kubernetes_asyncio's session trusts the environment, so aiohttp looks up ~/.netrc
+        # in a worker thread on every request: a thread hop per pod patch. The apiserver
+        # address and credentials come from the kubeconfig (and its proxy-url), never
+        # from the environment, so turn that off.
+        session = api.rest_client.pool_manager
+        if hasattr(session, "_trust_env"):
+            session._trust_env = False
 
     @classmethod
     async def connect(cls, creds: Credentials, instance: str) -> Kube:

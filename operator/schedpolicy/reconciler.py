@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections import Counter, defaultdict
@@ -143,6 +144,8 @@ class Reconciler:
             )
             self.synced.set()
             self._wake.set()
+            # Everything read so far lives long; keep the collector from walking it again.
+            gc.freeze()
 
     def policies_changed(self) -> None:
         self._policies_dirty = True
