@@ -61,8 +61,12 @@ unit: venv ## unit tests (no cluster)
 e2e: venv tools ## e2e tests against the real local control plane
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
+.PHONY: test-reliability
+test-reliability: venv tools ## only the fault, race and bad-input suite (also part of e2e)
+	$(PY) -m pytest tests/e2e -m reliability $(PYTEST_ARGS)
+
 .PHONY: test
-test: lint unit e2e ## everything CI runs
+test: lint unit e2e ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench

@@ -215,10 +215,12 @@ class LocalCluster:
         (self.workdir / f"stopped-{name}.json").write_text(json.dumps(list(record.argv)))
         self.supervisor.stop(name)
 
-    def start_component(self, name: str) -> None:
+    def start_component(self, name: str, timeout: float = 90) -> None:
         saved = self.workdir / f"stopped-{name}.json"
         self.supervisor.start(name, json.loads(saved.read_text()))
         saved.unlink()
+        if name == "kube-apiserver":
+            self._wait_http(f"{self.server}/readyz", self.ssl_context(), name, timeout)
 
     def restart_component(self, name: str, timeout: float = 60) -> None:
         """Stop one component and start it again with the same command line."""

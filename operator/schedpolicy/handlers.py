@@ -74,7 +74,18 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
 
 async def _sync(memo: OperatorState) -> None:
     assert memo.kube is not None
-    await wait_until_synced(memo.kube, memo.view)
+    delay = 1.0
+    while True:
+        try:
+            await wait_until_synced(memo.kube, memo.view)
+            break
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            # The apiserver may be restarting; the watches retry on their own, so do we.
+            log.warning("cannot list the cluster yet (%s); retrying in %.0fs", err, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
     memo.wake().mark_synced()
 
 

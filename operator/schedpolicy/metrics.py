@@ -64,3 +64,17 @@ def set_pending(waiting: Mapping[str, int], schedulers: Iterable[str]) -> None:
     PENDING_PODS.clear()
     for scheduler in schedulers:
         PENDING_PODS.labels(scheduler=scheduler).set(waiting.get(scheduler, 0))
+
+
+GPU_NODES_UNLABELLED = Gauge(
+    "schedpolicy_gpu_nodes_unlabelled",
+    "Nodes a nodeLabels policy selects that carry none of its labels, by reason:"
+    " no-allocatable-gpus, unknown-gpu (no source knows it), refused (reserved prefix).",
+    ["reason"],
+)
+
+
+def set_unlabelled(reasons: Mapping[str, int]) -> None:
+    GPU_NODES_UNLABELLED.clear()
+    for reason, count in reasons.items():
+        GPU_NODES_UNLABELLED.labels(reason=reason).set(count)

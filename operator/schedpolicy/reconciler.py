@@ -397,6 +397,10 @@ class Reconciler:
         self._timers.pop(uid, None)
         self.changed(Affected(pods={uid}))
 
+    def _retry_in(self, uid: str, seconds: float) -> None:
+        if uid not in self._timers:
+            self._timers[uid] = asyncio.get_running_loop().call_later(seconds, self._retry, uid)
+
     def _min_interval(self, policy_name: str | None) -> float:
         for policy in self.view.policies():
             if policy.name == policy_name and policy.spec.deletion_cost is not None:
@@ -413,16 +417,23 @@ class Reconciler:
                     await self.labels.write(name, self.view.policies())
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("writing the labels of node %s failed", name)
+                except Exception as err:
+                    log.warning("writing the labels of node %s failed (%s); retrying", name, err)
+                    asyncio.get_running_loop().call_later(
+                        2.0, self.changed, Affected(label_nodes={name})
+                    )
                 continue
             self._inflight.add(name)
             try:
                 await self._write(name)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("writing the cost of pod %s failed", name)
+            except Exception as err:
+                # The apiserver is unreachable or answered oddly: nothing was written (the
+                # UID test guards the rest), so look at this pod again shortly.
+                log.warning("writing the cost of pod %s failed (%s); retrying", name, err)
+                metrics.COST_WRITES.labels(result="error").inc()
+                self._retry_in(name, 2.0)
             finally:
                 self._inflight.discard(name)
                 if name in self._recheck:
@@ -454,6 +465,9 @@ class Reconciler:
                 metrics.COST_WRITES.labels(result=result).inc()
                 return
             metrics.COST_WRITES.labels(result="error").inc()
+            if err.status == 429 or err.status >= 500:
+                self._retry_in(uid, 2.0)  # throttled or unavailable: try again, quietly
+                return
             self._failures[uid] = (plan.policy, f"{err.status} {err.reason}")
             self._counts_dirty = True
             await self._warn(

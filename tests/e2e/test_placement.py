@@ -8,23 +8,19 @@ only its clientConfig pointed at that loopback URL.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes_asyncio import client
 
-from localcluster import LocalCluster, chart
-from localcluster.controlplane import free_port
+from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.pki import Authority
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+from tests.e2e.webhooks import LoopbackWebhook
 
 pytestmark = pytest.mark.e2e
 SCHEDULER = "schedpolicy-scheduler"
@@ -33,48 +29,24 @@ HINTS = "schedpolicy.io/hints"
 
 
 @pytest.fixture(scope="module")
-def webhook_certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    ca = Authority(tmp_path_factory.mktemp("webhook-pki"))
-    pair = ca.issue("webhook", common_name="schedpolicy-webhook", hosts=("127.0.0.1",))
-    return ca.cert_path, pair.cert, pair.key
-
-
-@pytest.fixture(scope="module")
 def operator(
-    cluster: LocalCluster, crd: str, webhook_certs: tuple[Path, Path, Path]
+    cluster: LocalCluster, crd: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     """The operator with its webhook on loopback, and the chart's webhook configuration."""
-    ca, cert, key = webhook_certs
-    port = free_port()
+    webhook = LoopbackWebhook(cluster, tmp_path_factory.mktemp("webhook-pki"), "schedpolicy-e2e")
     log = cluster.workdir / "logs" / "schedpolicy-operator.log"
     proc = OperatorProcess(
         cluster.operator_kubeconfig,
         log,
         "--verbose",
         "--metrics-port=0",
-        f"--webhook-port={port}",
-        "--webhook-address=127.0.0.1",
-        f"--webhook-cert={cert}",
-        f"--webhook-key={key}",
         "--pending-threshold-seconds=5",
+        *webhook.operator_args(),
     )
     proc.wait_for_log("view synced")
-    (config,) = [
-        d
-        for d in chart.render("templates/webhook.yaml")
-        if d["kind"] == "MutatingWebhookConfiguration"
-    ]
-    config["metadata"]["name"] = "schedpolicy-e2e"
-    for hook in config["webhooks"]:
-        hook["clientConfig"] = {
-            "url": f"https://127.0.0.1:{port}/hints",
-            "caBundle": base64.b64encode(ca.read_bytes()).decode(),
-        }
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config))
+    webhook.register()
     yield proc
-    cluster.kubectl(
-        "delete", "mutatingwebhookconfiguration", "schedpolicy-e2e", "--ignore-not-found"
-    )
+    webhook.unregister()
     proc.stop()
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
+from localcluster import LocalCluster
+from localcluster.audit import writes_by
+from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.operator_process import OperatorProcess
+from schedpolicy.api import is_reserved_label_domain
 
 pytestmark = pytest.mark.e2e
 
@@ -24,3 +28,40 @@ async def test_no_pod_or_node_carries_kopf_annotations_or_finalizers(
         if "kopf" in key
     ]
     assert marked == []
+
+
+COST_PATH = "/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost"
+
+
+def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
+    """From the audit log of the whole run: the operator's identity wrote pods (one
+    annotation), nodes (labels of ours and one annotation), policy status, Events and its
+    Lease, and nothing else; every pod patch was guarded by the pod's UID."""
+    allowed = {
+        ("pods", "", "patch"),
+        ("nodes", "", "patch"),
+        ("schedulingpolicies", "status", "patch"),
+        ("events", "", "create"),
+        ("leases", "", "create"),
+        ("leases", "", "update"),
+    }
+    writes = writes_by(cluster.audit_log)
+    assert writes, "the operator wrote nothing in the whole run"
+    assert {(e.resource, e.subresource, e.verb) for e in writes} <= allowed
+    for e in writes:
+        if e.resource == "leases":
+            assert e.namespace == RELEASE_NAMESPACE
+        elif e.resource == "pods" and isinstance(e.request, list):
+            paths = {op["path"] for op in e.request}
+            assert "/metadata/uid" in paths
+            assert paths <= {"/metadata/uid", COST_PATH, "/metadata/annotations"}, paths
+            for op in e.request:
+                if op["path"] == "/metadata/annotations":
+                    assert set(op["value"]) == {"controller.kubernetes.io/pod-deletion-cost"}
+        elif e.resource == "nodes" and isinstance(e.request, dict):
+            meta = e.request["metadata"]
+            assert set(meta) <= {"uid", "labels", "annotations"}
+            assert "uid" in meta
+            for key in meta.get("labels", {}):
+                assert not is_reserved_label_domain(key.split("/", 1)[0]), key
+            assert set(meta.get("annotations", {})) <= {"schedpolicy.io/owned-labels"}
