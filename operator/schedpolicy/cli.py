@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -11,11 +12,14 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import kopf
+import yaml
+from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
-from schedpolicy.kube import Credentials
+from schedpolicy.kube import Credentials, Kube
 from schedpolicy.leadership import LeaseSettings
 from schedpolicy.settings import RunConfig
 
@@ -93,7 +97,67 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", choices=["text", "json"], default="text")
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
+
+    explain = sub.add_parser("explain", help="why a pod has its cost, or a node its GPU labels")
+    explain_kind = explain.add_subparsers(dest="kind", metavar="KIND", required=True)
+    pod = explain_kind.add_parser("pod", help="explain a pod's deletion cost and hints")
+    pod.add_argument("ref", metavar="NAMESPACE/NAME")
+    node = explain_kind.add_parser("node", help="explain a node's GPU labels")
+    node.add_argument("ref", metavar="NAME")
+    for p in (pod, node):
+        _add_cluster_flags(p)
+        _add_output_flag(p)
+
+    simulate = sub.add_parser("simulate", help="predict what the ReplicaSet controller would do")
+    what = simulate.add_subparsers(dest="what", metavar="WHAT", required=True)
+    scale = what.add_parser("scale-down", help="which replicas a scale-down removes, in order")
+    scale.add_argument("kind", choices=["deployment"])
+    scale.add_argument("ref", metavar="NAMESPACE/NAME")
+    scale.add_argument("--replicas", type=int, required=True, help="the replica count to scale to")
+    _add_cluster_flags(scale)
+    _add_output_flag(scale)
     return parser
+
+
+def _add_output_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from schedpolicy import explain
+
+    async def fetch() -> dict[str, Any]:
+        kube = await Kube.connect(
+            Credentials(kubeconfig=args.kubeconfig, context=args.context), "cli"
+        )
+        try:
+            if args.command == "simulate":
+                return await explain.simulate_scale_down(kube, args.ref, args.replicas)
+            if args.kind == "pod":
+                return await explain.explain_pod(kube, args.ref)
+            return await explain.explain_node(kube, args.ref)
+        finally:
+            await kube.close()
+
+    try:
+        out = asyncio.run(fetch())
+    except explain.ExplainError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except (OSError, ConfigException) as err:
+        print(f"error: cannot reach the cluster: {err}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(out, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(out, sort_keys=False), end="")
+    elif args.command == "simulate":
+        print(explain.render_simulation(out))
+    elif args.kind == "pod":
+        print(explain.render_pod(out))
+    else:
+        print(explain.render_node(out))
+    return 0
 
 
 def _excluded(extra: list[str]) -> tuple[str, ...]:
@@ -171,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command in ("explain", "simulate"):
+        return _inspect(args)
     if args.command == "crd":
         from schedpolicy.crd import render
 

@@ -171,6 +171,22 @@ class Kube:
         )
         return dict(result or {})
 
+    async def get(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        """A read, as plain JSON (for explain and simulate, and the sync barrier)."""
+        result = await self.api.call_api(
+            path,
+            "GET",
+            query_params=query or [],
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            response_types_map={200: "object"},
+            _return_http_data_only=True,
+        )
+        return dict(result or {})
+
+    async def items(self, path: str, **query: str) -> list[dict[str, Any]]:
+        return list((await self.get(path, list(query.items()))).get("items", []))
+
     async def list_uids(self, path: str, page: int = 500) -> set[str]:
         """UIDs of every object at a collection path, read as metadata only, page by page,
         so that even a large cluster costs little memory."""
