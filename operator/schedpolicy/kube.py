@@ -185,7 +185,7 @@ class Kube:
         return dict(result or {})
 
     async def items(self, path: str, **query: str) -> list[dict[str, Any]]:
-        return list((await self.get(path, list(query.items()))).get("items", []))
+        return list((await self.get(path, list(query.items()))).get("items") or [])
 
     async def list_uids(self, path: str, page: int = 500) -> set[str]:
         """UIDs of every object at a collection path, read as metadata only, page by page,
@@ -205,7 +205,7 @@ class Kube:
                 response_types_map={200: "object"},
                 _return_http_data_only=True,
             )
-            uids.update(str(item["metadata"]["uid"]) for item in result.get("items", []))
+            uids.update(str(item["metadata"]["uid"]) for item in result.get("items") or [])
             token = (result.get("metadata") or {}).get("continue") or ""
             if not token:
                 return uids

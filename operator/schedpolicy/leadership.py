@@ -67,7 +67,8 @@ class Leadership:
             election = leaderelection.LeaderElection(
                 electionconfig.Config(
                     self.kube.lease_lock(s.name, s.namespace, s.identity),
-                    lease_duration=s.lease_duration,
+                    # The client stores the duration as text and parses it back as an integer.
+                    lease_duration=int(s.lease_duration),
                     renew_deadline=s.renew_deadline,
                     retry_period=s.retry_period,
                     onstarted_leading=self._started,

@@ -88,4 +88,5 @@ def apply(cluster: LocalCluster, doc: dict[str, Any]) -> None:
 
 
 def get_json(cluster: LocalCluster, *args: str) -> Any:
-    return json.loads(cluster.kubectl("get", *args, "-o", "json"))
+    # kubectl hides managedFields unless asked; tests read them to tell who wrote what.
+    return json.loads(cluster.kubectl("get", *args, "-o", "json", "--show-managed-fields"))

@@ -284,7 +284,7 @@ async def test_gpu_labels_without_allocatable_gpus_get_nothing(
         what="the real GPU node labelled",
     )
     meta = get_json(cluster, "node", broken.name)["metadata"]
-    assert not [k for k in meta["labels"] if k.startswith("schedpolicy.io/")]
+    assert not [k for k in meta["labels"] if k.startswith("schedpolicy.io/gpu-")]
     assert "schedpolicy.io/owned-labels" not in meta.get("annotations", {})
     assert not [m for m in meta["managedFields"] if m["manager"] == "schedpolicy"]
     unlabelled = counters(metrics_port).get(

@@ -228,7 +228,9 @@ async def test_leader_failover_never_two_writers(
     apply(
         cluster,
         namespace_policy(
-            name, namespace, deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS}
+            name,
+            namespace,
+            deletionCost={"min": -100000, "minUpdateIntervalSeconds": 0, "signals": SIGNALS},
         ),
     )
 
@@ -253,8 +255,13 @@ async def test_leader_failover_never_two_writers(
                 name,
                 namespace,
                 deletionCost={
+                    # Wide bounds: no pod's cost may be clamped to the same value before and after.
+                    "min": -100000,
                     "minUpdateIntervalSeconds": 0,
-                    "signals": [*SIGNALS, {"type": "CapacityType", "capacityType": {"spot": -200}}],
+                    "signals": [
+                        *SIGNALS,
+                        {"type": "CapacityType", "capacityType": {"spot": -200, "onDemand": -200}},
+                    ],
                 },
             ),
         )

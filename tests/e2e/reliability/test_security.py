@@ -23,7 +23,7 @@ ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:schedpolicy"
     [
         ("patch", "pods", True),
         ("patch", "nodes", True),
-        ("patch", "schedulingpolicies.schedpolicy.io/status", True),
+        ("patch", "schedulingpolicies.schedpolicy.io --subresource=status", True),
         ("create", "events", True),
         ("delete", "pods", False),
         ("delete", "nodes", False),
@@ -41,7 +41,7 @@ def test_operator_service_account_matrix(
 ) -> None:
     """What the operator runs as in every e2e test: the chart's ServiceAccount and RBAC."""
     answer = cluster.kubectl(
-        "auth", "can-i", verb, resource, "-A", f"--as={ACCOUNT}", check=False
+        "auth", "can-i", verb, *resource.split(), "-A", f"--as={ACCOUNT}", check=False
     ).strip()
     assert (answer == "yes") is allowed
 
