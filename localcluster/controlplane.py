@@ -425,6 +425,11 @@ class LocalCluster:
         self.supervisor.start(
             "schedpolicy-scheduler",
             [
+                # A leader-elected kube-scheduler exits when it loses its Lease (say, while
+                # the apiserver restarts) and relies on the kubelet to start it again.
+                "/bin/sh",
+                "-c",
+                'while true; do "$0" "$@"; sleep 1; done',
                 str(binaries.path("kube-scheduler")),
                 f"--config={config_path}",
                 f"--authentication-kubeconfig={kubeconfig}",

@@ -37,7 +37,7 @@ ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:schedpolicy"
     ],
 )
 def test_operator_service_account_matrix(
-    cluster: LocalCluster, verb: str, resource: str, allowed: bool
+    cluster: LocalCluster, crd: str, verb: str, resource: str, allowed: bool
 ) -> None:
     """What the operator runs as in every e2e test: the chart's ServiceAccount and RBAC."""
     answer = cluster.kubectl(
