@@ -30,8 +30,8 @@ tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools
 
 .PHONY: lint
 lint: venv ## ruff and mypy
-	$(VENV)/bin/ruff check operator localcluster tests bench
-	$(VENV)/bin/ruff format --check operator localcluster tests bench
+	$(VENV)/bin/ruff check operator localcluster tests bench scripts
+	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
@@ -75,5 +75,5 @@ bench: venv tools ## benchmarks B1-B5 (SCALE=small for a quick pass); writes ben
 	$(PY) -m bench --scale $(SCALE)
 
 .PHONY: demo
-demo: cluster-up ## bring up the local cluster and show its nodes
-	@bash scripts/demo.sh
+demo: cluster-up ## the story: policies, costs, GPU labels and packing, a simulated and a real scale-down
+	$(PY) -m scripts.demo

@@ -13,6 +13,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +33,7 @@ DEFAULT_WORKDIR = binaries.REPO / ".cluster" / "local"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "127.66.0.0/16"
 STOP_ORDER = [
+    "schedpolicy-operator",
     "kwok",
     "schedpolicy-scheduler",
     "kube-scheduler",
@@ -445,6 +447,28 @@ class LocalCluster:
             "schedpolicy-scheduler",
             60,
         )
+
+    def start_operator(self, *extra: str) -> None:
+        """The operator from this checkout as a supervised component (stopped by `down`),
+        with its webhook on loopback behind the chart's webhook configuration."""
+        from localcluster.webhook import LoopbackWebhook
+
+        webhook = LoopbackWebhook(self, self.workdir / "webhook-pki", "schedpolicy-local")
+        self.supervisor.start(
+            "schedpolicy-operator",
+            [
+                sys.executable,
+                "-m",
+                "schedpolicy",
+                "run",
+                f"--kubeconfig={self.operator_kubeconfig}",
+                "--metrics-address=127.0.0.1",
+                f"--metrics-port={free_port()}",
+                *webhook.operator_args(),
+                *extra,
+            ],
+        )
+        webhook.register()
 
     def _operator_identity(self) -> None:
         """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""

@@ -18,9 +18,9 @@ from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
+from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
-from tests.e2e.webhooks import LoopbackWebhook
 
 pytestmark = pytest.mark.e2e
 SCHEDULER = "schedpolicy-scheduler"

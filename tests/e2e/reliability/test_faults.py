@@ -19,11 +19,11 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
+from localcluster.webhook import LoopbackWebhook
 from schedpolicy.kube import COST_ANNOTATION
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start, converged, snapshot_costs
-from tests.e2e.webhooks import LoopbackWebhook
 
 CAPACITY = "karpenter.sh/capacity-type"
 WARM = "example.com/cache-warm"

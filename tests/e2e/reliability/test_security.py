@@ -10,10 +10,10 @@ from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
 from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
+from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE
 from tests.e2e.pools import apply, namespace_policy
 from tests.e2e.reliability.conftest import Start
-from tests.e2e.webhooks import LoopbackWebhook
 
 ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:schedpolicy"
 
