@@ -37,8 +37,8 @@ lint: venv ## ruff and mypy
 
 .PHONY: fmt
 fmt: venv ## format and autofix
-	$(VENV)/bin/ruff format operator localcluster tests bench
-	$(VENV)/bin/ruff check --fix operator localcluster tests bench
+	$(VENV)/bin/ruff format operator localcluster tests bench scripts
+	$(VENV)/bin/ruff check --fix operator localcluster tests bench scripts
 
 .PHONY: crds
 crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/api.py

@@ -10,11 +10,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from schedpolicy import api, decisions, matching, ranking
-from schedpolicy.cluster import COST_ANNOTATION, annotation_managers
+from schedpolicy.cluster import COST_ANNOTATION, ClusterView, PodRecord, annotation_managers
 from schedpolicy.gpu import OWNED_ANNOTATION, label_keys, parse_owned
 from schedpolicy.hints import HINTS_ANNOTATION
 from schedpolicy.kube import Kube
+from schedpolicy.scraper import read_endpoint
 
 POLICIES = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 REVISION = "deployment.kubernetes.io/revision"
@@ -25,8 +29,6 @@ class ExplainError(RuntimeError):
 
 
 async def _get(kube: Kube, path: str, what: str) -> dict[str, Any]:
-    from kubernetes_asyncio.client.exceptions import ApiException
-
     try:
         return await kube.get(path)
     except ApiException as err:
@@ -40,8 +42,6 @@ async def _get(kube: Kube, path: str, what: str) -> dict[str, Any]:
 
 
 async def _items(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
-    from kubernetes_asyncio.client.exceptions import ApiException
-
     try:
         return await kube.items(path, **query)
     except ApiException as err:
@@ -91,6 +91,7 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
     seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
     view = decisions.build_view(policies=policies, nodes=nodes, namespaces=[ns], pods=seen.values())
     record = view.pods[pod["metadata"]["uid"]]
+    read = await _read_endpoints(view, record)
     result = decisions.pod_cost(view, record, now)
     conflicts = matching.conflicts(view.policies())
 
@@ -130,11 +131,33 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
             "final": decision.final,
             "held": decision.hold.detail if decision.hold else None,
             "explanation": decision.explain(),
+            "endpointsRead": read,
         }
     out["write"] = _write_state(result.plan, out["stored"], policy, now)
     hints = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
     out["hints"] = json.loads(hints) if hints else None
     return out
+
+
+async def _read_endpoints(view: ClusterView, pod: PodRecord) -> list[str]:
+    """Metric signals read from the pod's endpoint: the operator keeps its readings in memory,
+    so explain takes a reading of its own. Returns the URLs it read."""
+    policy = matching.governing_policy(
+        view.policies(), "deletionCost", pod.labels, view.namespaces.get(pod.namespace, {})
+    ).policy
+    spec = policy.spec.deletion_cost if policy else None
+    sources = [
+        s.metric.prometheus
+        for s in (spec.signals if spec else ())
+        if s.metric is not None and s.metric.prometheus is not None
+    ]
+    if not sources or pod.pod_ip is None:
+        return []
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        for src in sources:
+            reading = await read_endpoint(session, pod.pod_ip, src)
+            view.scraped[(pod.uid, src.port, src.path, src.metric)] = reading
+    return [f"http://{pod.pod_ip}:{src.port}{src.path}" for src in sources]
 
 
 def _write_state(
@@ -291,6 +314,10 @@ def render_pod(out: Mapping[str, Any]) -> str:
         ]
         if cost["held"]:
             lines.append(f"Held: {cost['held']} (the stored cost is kept)")
+        lines += [
+            f"Read now from {url} (the operator's own readings stay in memory)"
+            for url in cost["endpointsRead"]
+        ]
     stored = out["stored"]
     owner = (
         "schedpolicy"

@@ -60,24 +60,29 @@ class Scraper:
     async def scrape(
         self, session: aiohttp.ClientSession, pod: PodRecord, src: PrometheusSource
     ) -> None:
-        url = f"http://{pod.pod_ip}:{src.port}{src.path}"
-        result: Sample | Rejection
         async with self.limit:
-            try:
-                async with asyncio.timeout(src.timeout_seconds):
-                    async with session.get(url) as resp:
-                        if resp.status != 200:
-                            result = Rejection("unreachable", f"{url} answered HTTP {resp.status}")
-                        else:
-                            text = await resp.text()
-                            result = from_exposition(text, src.metric, datetime.now(UTC))
-            except TimeoutError:
-                result = Rejection("timeout", f"{url} did not answer within {src.timeout_seconds}s")
-            except (aiohttp.ClientError, OSError) as err:
-                result = Rejection("unreachable", f"{url}: {err}")
+            result = await read_endpoint(session, pod.pod_ip or "", src)
         key = (pod.uid, src.port, src.path, src.metric)
         if self.view.pods.get(pod.uid) is None:
             return
         if self.view.scraped.get(key) != result:
             self.view.scraped[key] = result
             self.reconciler.changed(Affected(pods={pod.uid}))
+
+
+async def read_endpoint(
+    session: aiohttp.ClientSession, pod_ip: str, src: PrometheusSource
+) -> Sample | Rejection:
+    """One reading of one pod's gauge, within the signal's timeout. Also used by `explain`."""
+    url = f"http://{pod_ip}:{src.port}{src.path}"
+    try:
+        async with asyncio.timeout(src.timeout_seconds):
+            async with session.get(url) as resp:
+                if resp.status != 200:
+                    return Rejection("unreachable", f"{url} answered HTTP {resp.status}")
+                text = await resp.text()
+                return from_exposition(text, src.metric, datetime.now(UTC))
+    except TimeoutError:
+        return Rejection("timeout", f"{url} did not answer within {src.timeout_seconds}s")
+    except (aiohttp.ClientError, OSError) as err:
+        return Rejection("unreachable", f"{url}: {err}")

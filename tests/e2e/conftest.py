@@ -21,6 +21,7 @@ from kubernetes_asyncio import client, config
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess
+from schedpolicy.kube import Credentials, Kube
 
 PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
 
@@ -57,6 +58,14 @@ async def api(cluster: LocalCluster) -> AsyncIterator[client.ApiClient]:
     )
     async with client.ApiClient(configuration=cfg) as api_client:
         yield api_client
+
+
+@pytest.fixture
+async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
+    """The operator's own client, with admin credentials, for read-side helpers like explain."""
+    made = await Kube.connect(Credentials(kubeconfig=str(cluster.kubeconfig)), "e2e")
+    yield made
+    await made.close()
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
+from schedpolicy import explain
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
@@ -46,6 +47,7 @@ def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:
 
 async def wait_for_costs(
     api: client.ApiClient,
+    kube: Kube,
     namespace: str,
     expected: Callable[[client.V1Pod], str],
     selector: str = "app=app",
@@ -60,7 +62,20 @@ async def wait_for_costs(
         ok = pods and all(costs_of([p])[p.metadata.name] == expected(p) for p in pods)
         return pods if ok else None
 
-    return await eventually(probe, within=within, what="the expected costs on every pod")
+    pods = await eventually(probe, within=within, what="the expected costs on every pod")
+    await assert_explained(kube, pods)
+    return pods
+
+
+async def assert_explained(kube: Kube, pods: list[client.V1Pod]) -> None:
+    """`schedpolicy explain pod` must account for exactly the cost that is stored."""
+    for pod in pods:
+        ref = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        out = await explain.explain_pod(kube, ref)
+        stored = costs_of([pod])[pod.metadata.name]
+        assert (out["stored"]["value"], out["stored"]["ours"]) == (stored, True), ref
+        assert str(out["cost"]["final"]) == stored, (ref, out["cost"]["explanation"])
+        assert out["write"]["pending"] is False, (ref, out["write"])
 
 
 async def scale_down(
@@ -91,6 +106,7 @@ async def test_spot_pods_go_first(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     # One pod per node, three spot and three on-demand nodes: exactly three pods on spot.
@@ -113,7 +129,7 @@ async def test_spot_pods_go_first(
     )
 
     before = await wait_for_costs(
-        api, namespace, lambda p: "-100" if p.spec.node_name in spot_nodes else "0"
+        api, kube, namespace, lambda p: "-100" if p.spec.node_name in spot_nodes else "0"
     )
 
     def status_counts() -> dict[str, Any] | None:
@@ -138,6 +154,7 @@ async def test_emptiest_node_is_emptied_first(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     empty, mid, full = pool.create(pool.node("empty"), pool.node("mid"), pool.node("full"))
@@ -184,7 +201,7 @@ async def test_emptiest_node_is_emptied_first(
     )
     # Fill = requested CPU / 4 CPUs: 0.2/4, (1.5+0.2)/4 and (3+0.2)/4.
     expected = {empty.name: "50", mid.name: "420", full.name: "800"}
-    before = await wait_for_costs(api, namespace, lambda p: expected[p.spec.node_name])
+    before = await wait_for_costs(api, kube, namespace, lambda p: expected[p.spec.node_name])
     _, deleted = await scale_down(api, namespace, before, 4)
 
     assert [p.spec.node_name for p in deleted] == [empty.name, empty.name]
@@ -199,6 +216,7 @@ async def test_crowded_zone_loses_replicas(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     pool.create(
@@ -230,7 +248,9 @@ async def test_crowded_zone_loses_replicas(
         key=lambda p: (p.metadata.creation_timestamp, p.metadata.name),
     )
     expected = {p.metadata.name: str(-100 * max(0, rank - 1)) for rank, p in enumerate(crowded)}
-    before = await wait_for_costs(api, namespace, lambda p: expected.get(p.metadata.name, "0"))
+    before = await wait_for_costs(
+        api, kube, namespace, lambda p: expected.get(p.metadata.name, "0")
+    )
     assert sorted(expected.values()) == ["-100", "-200", "-300", "0", "0"]
     survivors, _ = await scale_down(api, namespace, before, 6)
 
@@ -250,6 +270,7 @@ async def test_warm_pods_survive(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     """The warm pods are the newest ones: without costs the controller would delete
@@ -289,7 +310,7 @@ async def test_warm_pods_survive(
         ),
     )
     before = await wait_for_costs(
-        api, namespace, lambda p: "800" if p.metadata.name in warm else "0"
+        api, kube, namespace, lambda p: "800" if p.metadata.name in warm else "0"
     )
     survivors, _ = await scale_down(api, namespace, before, 2)
 
@@ -318,6 +339,7 @@ async def test_busy_pods_survive_and_bad_samples_change_nothing(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     pool.create(pool.node("ws"))
@@ -355,7 +377,9 @@ async def test_busy_pods_survive_and_bad_samples_change_nothing(
             },
         ),
     )
-    pods = await wait_for_costs(api, namespace, lambda p: "900" if p.metadata.name in busy else "0")
+    pods = await wait_for_costs(
+        api, kube, namespace, lambda p: "900" if p.metadata.name in busy else "0"
+    )
 
     # Untrustworthy samples on a busy pod and an idle pod, each of which would move the
     # cost if it were trusted (the idle pod's claims 700 connections).
@@ -399,6 +423,7 @@ async def test_restart_makes_no_writes(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     pool.create(
@@ -420,7 +445,9 @@ async def test_restart_makes_no_writes(
             },
         ),
     )
-    await wait_for_costs(api, namespace, lambda p: "-300" if p.spec.node_name == spot else "0")
+    await wait_for_costs(
+        api, kube, namespace, lambda p: "-300" if p.spec.node_name == spot else "0"
+    )
     versions = {
         p.metadata.name: p.metadata.resource_version
         for p in (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
@@ -485,6 +512,7 @@ async def test_metric_scraped_from_pod_endpoint(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    kube: Kube,
     policies: list[str],
 ) -> None:
     """KWOK gives pods loopback IPs (127.66.0.0/16), so a test server can answer on a pod's
@@ -533,7 +561,7 @@ async def test_metric_scraped_from_pod_endpoint(
             ),
         )
         await wait_for_costs(
-            api, namespace, lambda p: "600" if p.metadata.name == busy.metadata.name else "0"
+            api, kube, namespace, lambda p: "600" if p.metadata.name == busy.metadata.name else "0"
         )
 
         # The idle pod turns busy but its endpoint hangs: no sample, no change.
@@ -547,6 +575,6 @@ async def test_metric_scraped_from_pod_endpoint(
         assert costs_of(list(now.values())) == {busy.metadata.name: "600", idle.metadata.name: "0"}
 
         hang.clear()
-        await wait_for_costs(api, namespace, lambda p: "600")
+        await wait_for_costs(api, kube, namespace, lambda p: "600")
     finally:
         await runner.cleanup()

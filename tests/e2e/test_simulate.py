@@ -18,18 +18,11 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster
 from localcluster.topology import FakeNode
 from schedpolicy import explain
-from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube
+from schedpolicy.kube import COST_ANNOTATION, Kube
 from tests.e2e.kubeobjects import deployment, eventually, ready_pods
 
 pytestmark = pytest.mark.e2e
 POOL = "schedpolicy.io/e2e-pool"
-
-
-@pytest.fixture
-async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
-    made = await Kube.connect(Credentials(kubeconfig=str(cluster.kubeconfig)), "e2e")
-    yield made
-    await made.close()
 
 
 class Scenario:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import threading
 import time
 import urllib.request
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
@@ -124,6 +126,17 @@ async def test_apiserver_restart_mid_reconcile(
     assert_every_write_hit_its_own_pod(cluster, namespace, started)
 
 
+async def first_cost_seen(api: client.ApiClient, namespace: str) -> None:
+    core = client.CoreV1Api(api)
+    async with watch.Watch().stream(
+        core.list_namespaced_pod, namespace, timeout_seconds=60
+    ) as stream:
+        async for event in stream:
+            if COST_ANNOTATION in (event["object"].metadata.annotations or {}):
+                return
+    raise AssertionError("no cost was written within 60s")
+
+
 async def test_operator_crash_then_a_new_instance_converges_and_rests(
     cluster: LocalCluster,
     api: client.ApiClient,
@@ -146,15 +159,14 @@ async def test_operator_crash_then_a_new_instance_converges_and_rests(
             deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS},
         ),
     )
-    first = start_operator("--write-concurrency=2")
-    await asyncio.to_thread(
-        wait_until,
-        lambda: costs_written(cluster, namespace) >= 30,
-        within=60,
-        what="the first costs",
-    )
-    first.kill()  # SIGKILL, mid-convergence
-    assert costs_written(cluster, namespace) < 300
+    first = start_operator("--write-concurrency=1")
+    # Polling the stored costs is far slower than the operator writes them, so a watch freezes
+    # the process (SIGSTOP) at its first stored cost; only then is it counted and killed.
+    await first_cost_seen(api, namespace)
+    os.kill(first.proc.pid, signal.SIGSTOP)
+    written = costs_written(cluster, namespace)
+    first.kill()  # SIGKILL
+    assert 0 < written < 300, "the crash must fall mid-convergence"
 
     start_operator()
     await asyncio.to_thread(
