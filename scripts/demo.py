@@ -89,8 +89,27 @@ def main() -> int:
     )
     show("apply", "-f", str(REPO / "examples"))
 
-    step("3. A web tier (9 replicas) and GPU training workers (6 x 1 GPU)")
-    show("apply", "-f", str(REPO / "examples" / "workloads"))
+    step(
+        "3. A web tier (9 replicas, next to 2 big cache pods) and GPU training workers (6 x 1 GPU)"
+    )
+    workloads = REPO / "examples" / "workloads"
+    if CLUSTER.kubectl(
+        "get", "namespace", "shop", "ml", "--ignore-not-found", "-o", "name"
+    ).strip():
+        print("   removing the workloads of an earlier run")
+        CLUSTER.kubectl("delete", "namespace", "shop", "ml", "--ignore-not-found", "--wait=true")
+    show("apply", "-f", str(workloads / "shop-cache.yaml"))
+    wait(
+        "2 cache pods running",
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in items("pods", "-n", "shop", "-l", "app=cache")
+            )
+            == 2
+        ),
+    )
+    show("apply", "-f", str(workloads / "web.yaml"), "-f", str(workloads / "training.yaml"))
     wait(
         "9 web pods running",
         lambda: sum(p["status"].get("phase") == "Running" for p in web_pods()) == 9,
@@ -126,14 +145,14 @@ def main() -> int:
     step("5. Scale the web tier down: first simulated, then for real")
     nodes = {n["metadata"]["name"]: n for n in items("nodes")}
     before = {p["metadata"]["name"]: p for p in web_pods()}
-    prediction, target = asyncio.run(simulate())
+    prediction, target, why = asyncio.run(simulate(sorted(before)))
     print(explain.render_simulation(prediction))
     show("scale", "deployment", "web", "-n", "shop", f"--replicas={target}")
     wait(f"{target} web pods left", lambda: len(web_pods()) == target)
     after = {p["metadata"]["name"] for p in web_pods()}
     deleted = set(before) - after
     predicted = {r["pod"] for r in prediction["deleted"]}
-    rows = [["POD", "NODE", "CAPACITY", "COST", "SIMULATED", "DELETED"]]
+    rows = [["POD", "NODE", "CAPACITY", "SIGNALS", "COST", "SIMULATED", "DELETED"]]
     for name, pod in sorted(
         before.items(), key=lambda kv: int(kv[1]["metadata"]["annotations"][COST_ANNOTATION])
     ):
@@ -146,6 +165,7 @@ def main() -> int:
                 name,
                 pod["spec"]["nodeName"],
                 capacity,
+                why[name],
                 pod["metadata"]["annotations"][COST_ANNOTATION],
                 "delete" if name in predicted else "keep",
                 "deleted" if name in deleted else "kept",
@@ -163,20 +183,25 @@ The cluster keeps running, with the operator. Explore it:
   {REPO / ".tools" / "bin" / "kubectl"} get spol
   {REPO / ".venv" / "bin" / "schedpolicy"} explain pod shop/{sorted(after)[0]}
   {REPO / ".venv" / "bin" / "schedpolicy"} explain node gpu-c-p4de
-  {REPO / ".venv" / "bin" / "schedpolicy"} simulate scale-down deployment shop/web --replicas 2
+  {REPO / ".venv" / "bin" / "schedpolicy"} simulate scale-down deployment shop/web --replicas 1
 Stop everything with: make cluster-down""")
     return 0 if exact else 1
 
 
-async def simulate() -> tuple[dict[str, Any], int]:
-    """The scale-down to show: the smallest target from 4 up whose cut is not a tie."""
+async def simulate(pods: list[str]) -> tuple[dict[str, Any], int, dict[str, str]]:
+    """The scale-down to show (the smallest target whose cut is not a tie), and each pod's
+    signal points as `explain pod` gives them."""
     kube = await Kube.connect(Credentials(kubeconfig=str(CLUSTER.kubeconfig)), "demo")
     try:
-        for target in range(4, 9):
+        why = {}
+        for name in pods:
+            out = await explain.explain_pod(kube, f"shop/{name}")
+            why[name] = " ".join(f"{s['type']}{s['points']:+d}" for s in out["cost"]["signals"])
+        for target in range(2, 9):
             result = await explain.simulate_scale_down(kube, "shop/web", target)
             if result["certain"]:
-                return result, target
-        return result, 8
+                break
+        return result, target, why
     finally:
         await kube.close()
 

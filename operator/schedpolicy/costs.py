@@ -233,6 +233,7 @@ class PodCostState:
 
     replicaset_owned: bool
     active: bool
+    scheduled: bool  # bound to a node
     current: str | None  # the stored pod-deletion-cost, if any
     ours: bool  # whether our field manager owns the stored value
 
@@ -246,8 +247,8 @@ def plan(
     """Write, remove or leave the pod's cost, and why.
 
     Only ReplicaSet-owned pods get a cost; a value someone else wrote is left
-    alone unless the policy takes over; a held decision (untrustworthy sample)
-    and a pod on its way out are left as they are; our own value is removed
+    alone unless the policy takes over; a held decision (untrustworthy sample),
+    a pod not yet bound to a node and a pod on its way out are left as they are; our own value is removed
     when no policy governs the pod any more.
     """
     if not pod.active:
@@ -257,6 +258,11 @@ def plan(
             why = "not-replicaset" if not pod.replicaset_owned else "no-policy"
             return CostPlan("remove", pod.current, why, policy, decision)
         return CostPlan("none", None, "not-replicaset" if not pod.replicaset_owned else "no-policy")
+    if not pod.scheduled:
+        # The ReplicaSet controller deletes unassigned pods first whatever their cost, and
+        # the node-based signals are still unknown: a write now would be wasted, and its
+        # rate limit would then delay the real cost once the pod is bound.
+        return CostPlan("none", None, "unscheduled", policy, decision)
     if decision.final is None:
         reason = f"held-{decision.hold.reason}" if decision.hold else "held"
         return CostPlan("none", None, reason, policy, decision)

@@ -66,6 +66,7 @@ def pod_cost(
     state = costs.PodCostState(
         replicaset_owned=pod.replicaset_uid is not None,
         active=pod.active,
+        scheduled=pod.node_name is not None,
         current=pod.cost,
         ours=FIELD_MANAGER in pod.cost_managers,
     )
@@ -75,7 +76,8 @@ def pod_cost(
 
 
 def expected_costs(view: ClusterView, now: datetime | None = None) -> dict[str, int | None]:
-    """pod UID -> the cost the operator should leave on it (None: it should carry none of ours)."""
+    """pod UID -> the cost the operator should leave on it (None: it should carry none of ours),
+    once it is bound to a node; until then the operator leaves its cost alone."""
     out: dict[str, int | None] = {}
     for uid, pod in view.pods.items():
         result = pod_cost(view, pod, now)

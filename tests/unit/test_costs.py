@@ -243,9 +243,15 @@ TAKE_OVER = spec(CAPACITY, takeOver=True)
 
 
 def state(
-    current: str | None = None, ours: bool = False, rs: bool = True, active: bool = True
+    current: str | None = None,
+    ours: bool = False,
+    rs: bool = True,
+    active: bool = True,
+    scheduled: bool = True,
 ) -> PodCostState:
-    return PodCostState(replicaset_owned=rs, active=active, current=current, ours=ours)
+    return PodCostState(
+        replicaset_owned=rs, active=active, scheduled=scheduled, current=current, ours=ours
+    )
 
 
 @pytest.mark.parametrize(
@@ -264,6 +270,8 @@ def state(
         (state("100", ours=True, rs=False), "p", SPEC, None, "remove", "not-replicaset"),
         (state(None, rs=False), "p", SPEC, None, "none", "not-replicaset"),
         (state("100", ours=True, active=False), None, None, None, "none", "terminating"),
+        (state(scheduled=False), "p", SPEC, DECIDED, "none", "unscheduled"),
+        (state("100", ours=True, scheduled=False), "p", SPEC, DECIDED, "none", "unscheduled"),
     ],
 )
 def test_plan(
