@@ -248,8 +248,8 @@ def plan(
 
     Only ReplicaSet-owned pods get a cost; a value someone else wrote is left
     alone unless the policy takes over; a held decision (untrustworthy sample),
-    a pod not yet bound to a node and a pod on its way out are left as they are; our own value is removed
-    when no policy governs the pod any more.
+    a pod not yet bound to a node and a pod on its way out are left as they are;
+    our own value is removed when no policy governs the pod any more.
     """
     if not pod.active:
         return CostPlan("none", None, "terminating", policy, decision)
