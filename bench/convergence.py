@@ -21,8 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench import fleet
 from bench.scale import Scale
 from localcluster import LocalCluster
@@ -158,7 +156,7 @@ def run_b1_b2(
     cluster: LocalCluster, scale: Scale, out: Path
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     build_fleet(cluster, scale)
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(POLICY))
+    cluster.kubectl("apply", "-f", "-", objects=[POLICY])
     expected = expected_costs(cluster)
     pods = {p["metadata"]["uid"]: p for p in fleet.pods(cluster, NAMESPACE)}
     patches = [

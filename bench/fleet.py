@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import yaml
-
 from localcluster import LocalCluster
 from localcluster.topology import FakeNode
 
@@ -56,10 +54,10 @@ def create_in_batches(
     for doc in docs:
         chunk.append(doc)
         if len(chunk) == batch:
-            cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(chunk))
+            cluster.kubectl("create", "-f", "-", objects=chunk)
             chunk = []
     if chunk:
-        cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(chunk))
+        cluster.kubectl("create", "-f", "-", objects=chunk)
 
 
 def deployment(

@@ -16,8 +16,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench import fleet
 from bench.scale import Scale
 from localcluster import LocalCluster
@@ -112,7 +110,7 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
             "labelSelector": {"matchLabels": {"app": "spread"}},
         }
     ]
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(doc))
+    cluster.kubectl("create", "-f", "-", objects=[doc])
     results: dict[str, Any] = {}
     for label, with_policy in (("without_policy", False), ("with_policy", True)):
         before = scale_to(cluster, "spread", scale.scale_replicas)
@@ -123,7 +121,7 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
                 "apply",
                 "-f",
                 "-",
-                input=yaml.safe_dump(
+                objects=[
                     policy(
                         "bench-consolidate",
                         {
@@ -139,7 +137,7 @@ def consolidation(cluster: LocalCluster, scale: Scale, rng: random.Random) -> di
                             ],
                         },
                     )
-                ),
+                ],
             )
             fleet.wait_for(lambda: costs_written(cluster, "spread"), "consolidation costs", 300, 1)
             time.sleep(3)
@@ -173,9 +171,7 @@ def zone_skew(cluster: LocalCluster) -> dict[str, Any]:
         "create",
         "-f",
         "-",
-        input=yaml.safe_dump(
-            fleet.deployment("zonal", NAMESPACE, total, {"bench": "zones"}, cpu="10m")
-        ),
+        objects=[fleet.deployment("zonal", NAMESPACE, total, {"bench": "zones"}, cpu="10m")],
     )
     results: dict[str, Any] = {}
     for label, with_policy in (("without_policy", False), ("with_policy", True)):
@@ -186,12 +182,12 @@ def zone_skew(cluster: LocalCluster) -> dict[str, Any]:
                 "apply",
                 "-f",
                 "-",
-                input=yaml.safe_dump(
+                objects=[
                     policy(
                         "bench-zones",
                         {"minUpdateIntervalSeconds": 0, "signals": [{"type": "ZoneBalance"}]},
                     )
-                ),
+                ],
             )
             fleet.wait_for(lambda: costs_written(cluster, "zonal"), "zone costs", 300, 1)
             time.sleep(3)

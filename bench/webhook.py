@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -105,7 +104,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         "apply",
         "-f",
         "-",
-        input=yaml.safe_dump(
+        objects=[
             {
                 "apiVersion": "schedpolicy.io/v1alpha1",
                 "kind": "SchedulingPolicy",
@@ -120,7 +119,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
                     },
                 },
             }
-        ),
+        ],
     )
     request = {"verb": "POST", "resource": "pods", "subresource": ""}
 
@@ -156,7 +155,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
             "url": f"https://127.0.0.1:{port}/hints",
             "caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode(),
         }
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config))
+    cluster.kubectl("apply", "-f", "-", objects=[config])
     time.sleep(3)  # the apiserver picks up webhook configurations asynchronously
     hook_match = {"name": WEBHOOK, "operation": "CREATE", "type": "admit"}
     before_req = histogram(cluster, "apiserver_request_duration_seconds", request)

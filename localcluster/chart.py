@@ -9,6 +9,7 @@ the permissions users install, not a copy of them.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def render(
         argv += ["--values", "-"]
     proc = subprocess.run(
         argv,
-        input=yaml.safe_dump(values) if values else None,
+        input=json.dumps(values) if values else None,
         capture_output=True,
         text=True,
         timeout=60,

@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,12 @@ AUDIT_POLICY: dict[str, Any] = {
         {"level": "Metadata"},
     ],
 }
+
+
+def kubectl_input(objects: Iterable[Mapping[str, Any]]) -> str:
+    """Objects as one JSON List. Not YAML: PyYAML leaves a string such as `12e456` (a
+    random hex tag) unquoted, and the apiserver's YAML reader then takes it for a number."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
 
 
 class ClusterError(RuntimeError):
@@ -160,7 +166,16 @@ class LocalCluster:
             return False
         return self._http_ok(f"{self.server}/readyz", self.ssl_context())
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        objects: Iterable[Mapping[str, Any]] | None = None,
+        check: bool = True,
+    ) -> str:
+        """Run kubectl against this cluster; `objects` are sent as its `-f -` input."""
+        if objects is not None:
+            input = kubectl_input(objects)
         proc = subprocess.run(
             [str(binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
@@ -240,8 +255,7 @@ class LocalCluster:
         manifests = [n.manifest() for n in nodes]
         if not manifests:
             return
-        doc = yaml.safe_dump_all(manifests)
-        self.kubectl("create", "-f", "-", input=doc)
+        self.kubectl("create", "-f", "-", objects=manifests)
         names = {m["metadata"]["name"] for m in manifests}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -416,7 +430,7 @@ class LocalCluster:
         """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""
         docs = chart.render("templates/scheduler/rbac.yaml", "templates/scheduler/configmap.yaml")
         rbac = [d for d in docs if d["kind"] != "ConfigMap"]
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+        self.kubectl("apply", "-f", "-", objects=rbac)
         config = chart.scheduler_config(docs)
         name = config["profiles"][0]["schedulerName"]
         kubeconfig = self._service_account_kubeconfig(name, "schedpolicy-scheduler")
@@ -473,7 +487,7 @@ class LocalCluster:
     def _operator_identity(self) -> None:
         """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""
         rbac = chart.render("templates/operator/rbac.yaml")
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+        self.kubectl("apply", "-f", "-", objects=rbac)
         (account,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
         self._service_account_kubeconfig(account, "schedpolicy-operator")
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import yaml
-
 from localcluster import LocalCluster, chart
 from localcluster.controlplane import free_port
 from localcluster.pki import Authority
@@ -44,7 +42,7 @@ class LoopbackWebhook:
             if every_namespace:
                 # Only to prove the operator's own check: the chart never does this.
                 del hook["namespaceSelector"]
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config))
+        self.cluster.kubectl("apply", "-f", "-", objects=[config])
 
     def unregister(self) -> None:
         self.cluster.kubectl(

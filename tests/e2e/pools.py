@@ -6,8 +6,6 @@ import json
 import uuid
 from typing import Any
 
-import yaml
-
 from localcluster import LocalCluster
 from localcluster.topology import FakeNode
 
@@ -84,7 +82,7 @@ def namespace_policy(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
 
 
 def apply(cluster: LocalCluster, doc: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    cluster.kubectl("apply", "-f", "-", objects=[doc])
 
 
 def get_json(cluster: LocalCluster, *args: str) -> Any:

@@ -19,7 +19,7 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 def _apply(cluster: LocalCluster, doc: dict[str, Any], *flags: str) -> str:
-    return cluster.kubectl("apply", *flags, "-f", "-", input=yaml.safe_dump(doc))
+    return cluster.kubectl("apply", *flags, "-f", "-", objects=[doc])
 
 
 def _policy(cluster: LocalCluster, name: str) -> dict[str, Any]:

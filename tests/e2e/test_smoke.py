@@ -161,3 +161,26 @@ async def test_json_patch_with_wrong_uid_is_rejected(api: client.ApiClient, name
     # The same patch with the right UID applies, so the 422 came from the UID test alone.
     patched = await core.patch_namespaced_pod("target", namespace, cost_patch(before.metadata.uid))
     assert patched.metadata.annotations == {"keep": "me", COST: "42"}
+
+
+def test_number_like_label_values_reach_the_apiserver_as_strings(cluster: LocalCluster) -> None:
+    # Regression: pools tag their nodes with random hex, and a tag such as `1234e5` went
+    # through YAML unquoted and was refused by kubectl as a number.
+    tag = "1234e5"
+    name = f"numberlike-{uuid.uuid4().hex[:6]}"
+    node = FakeNode(
+        name=name,
+        zone="us-east-1a",
+        region="us-east-1",
+        instance_type="m5.large",
+        capacity={"cpu": "2", "pods": "10"},
+        allocatable={"cpu": "2", "pods": "10"},
+        labels={"pool": tag, "count": "0x1f", "flag": "yes"},
+    )
+    try:
+        cluster.create_nodes([node])
+        stored = json.loads(cluster.kubectl("get", "node", name, "-o", "json"))
+        labels = stored["metadata"]["labels"]
+        assert (labels["pool"], labels["count"], labels["flag"]) == (tag, "0x1f", "yes")
+    finally:
+        cluster.kubectl("delete", "node", name, "--ignore-not-found")
