@@ -83,9 +83,11 @@ AUDIT_POLICY: dict[str, Any] = {
 
 
 def kubectl_input(objects: Iterable[Mapping[str, Any]]) -> str:
-    """Objects as one JSON List. Not YAML: PyYAML leaves a string such as `12e456` (a
-    random hex tag) unquoted, and the apiserver's YAML reader then takes it for a number."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+    """Objects as a stream of JSON documents. Not YAML: PyYAML leaves a string such as
+    `1234e5` (a random hex tag) unquoted, and kubectl's YAML reader takes it for a number.
+    Not one `List` either: kubectl validates a List's items on the client, with messages
+    that no longer name the field the way the apiserver does."""
+    return "\n".join(json.dumps(o) for o in objects) + "\n"
 
 
 class ClusterError(RuntimeError):
