@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
@@ -66,6 +66,28 @@ async def eventually(
             return last
         await asyncio.sleep(0.25)
     raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last!r})")
+
+
+async def scheduled_by(
+    api: client.ApiClient, namespace: str, names: Iterable[str]
+) -> dict[str, str]:
+    """Which scheduler reported binding each named pod, from its `Scheduled` Event.
+
+    Events are recorded asynchronously, after the binding, so this waits for all of them.
+    """
+    core = client.CoreV1Api(api)
+    wanted = set(names)
+
+    async def reporters() -> dict[str, str] | None:
+        events = (await core.list_namespaced_event(namespace)).items
+        found = {
+            e.involved_object.name: e.reporting_component
+            for e in events
+            if e.reason == "Scheduled" and e.involved_object.name in wanted
+        }
+        return found if set(found) == wanted else None
+
+    return await eventually(reporters, what="a Scheduled event for every pod")
 
 
 def wait_until(probe: Callable[[], T | None], *, within: float = 60, what: str = "condition") -> T:

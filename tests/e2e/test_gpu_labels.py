@@ -157,15 +157,18 @@ async def test_gpu_labels_from_verified_sources(
 
     status = wait_until(conflict_reported, within=30, what="Degraded=LabelConflict on the policy")
     assert status["labeledNodes"] == 3  # p4d, p4de, g5; custom's model label is not ours
-    events = get_json(
-        cluster,
-        "events",
-        "-n",
-        "default",
-        "--field-selector",
-        f"involvedObject.name={name['custom']},reason=LabelConflict",
-    )["items"]
-    assert events
+    events = wait_until(
+        lambda: get_json(
+            cluster,
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            f"involvedObject.name={name['custom']},reason=LabelConflict",
+        )["items"],
+        within=30,
+        what="a LabelConflict Event on the node",
+    )
     assert "custom" in events[0]["message"]
 
     # A restart writes nothing to any node: labels, annotation and our managedFields entry,

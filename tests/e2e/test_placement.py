@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.webhook import LoopbackWebhook
-from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
+from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
 
 pytestmark = pytest.mark.e2e
@@ -155,11 +155,8 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
         record = json.loads(pod.metadata.annotations[HINTS])
         assert record["policy"] == f"train-{namespace}"
         assert set(record["injected"]) >= {"schedulerName", "gpuAffinity"}
-    events = (await core.list_namespaced_event(namespace)).items
-    reporters = {
-        e.involved_object.name: e.reporting_component for e in events if e.reason == "Scheduled"
-    }
-    assert {reporters.get(p.metadata.name) for p in pods} == {SCHEDULER}
+    reporters = await scheduled_by(api, namespace, [p.metadata.name for p in pods])
+    assert set(reporters.values()) == {SCHEDULER}
 
 
 async def test_existing_terms_are_each_anded_with_gpu_requirements(

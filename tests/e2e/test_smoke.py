@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from localcluster import LocalCluster
 from localcluster.topology import FAKE_NODE_ANNOTATION, FakeNode
-from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods
+from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, scheduled_by
 
 pytestmark = pytest.mark.e2e
 
@@ -43,16 +43,8 @@ async def test_deployment_is_scheduled_and_run(api: client.ApiClient, namespace:
         assert node.metadata.annotations.get(FAKE_NODE_ANNOTATION) == "fake"
         assert pod.status.pod_ip, "KWOK assigns pod IPs when it starts a pod"
 
-    async def scheduled_events() -> set[str] | None:
-        events = (await core.list_namespaced_event(namespace)).items
-        bound = {
-            e.involved_object.name
-            for e in events
-            if e.reason == "Scheduled" and e.reporting_component == "default-scheduler"
-        }
-        return bound if bound >= {p.metadata.name for p in pods} else None
-
-    await eventually(scheduled_events, what="Scheduled events from the kube-scheduler")
+    reporters = await scheduled_by(api, namespace, [p.metadata.name for p in pods])
+    assert set(reporters.values()) == {"default-scheduler"}
 
 
 async def test_replicaset_controller_deletes_lowest_cost_first(
