@@ -134,16 +134,22 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     ca = Authority(cluster.workdir / "bench-webhook-pki")
     pair = ca.issue("webhook", common_name="webhook", hosts=("127.0.0.1",))
     port = free_port()
-    operator = OperatorProcess(
-        cluster.operator_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-operator.log",
-        "--metrics-port=0",
-        f"--webhook-port={port}",
-        "--webhook-address=127.0.0.1",
-        f"--webhook-cert={pair.cert}",
-        f"--webhook-key={pair.key}",
-    )
-    operator.wait_for_log("view synced", timeout=300)
+
+    def start(env: dict[str, str] | None = None) -> OperatorProcess:
+        operator = OperatorProcess(
+            cluster.operator_kubeconfig,
+            cluster.workdir / "logs" / "schedpolicy-operator.log",
+            "--metrics-port=0",
+            f"--webhook-port={port}",
+            "--webhook-address=127.0.0.1",
+            f"--webhook-cert={pair.cert}",
+            f"--webhook-key={pair.key}",
+            env=env,
+        )
+        operator.wait_for_log("view synced", timeout=300)
+        return operator
+
+    operator = start()
     (config,) = [
         d
         for d in chart.render("templates/webhook.yaml")
@@ -174,10 +180,16 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         for p in fleet.pods(cluster, NAMESPACE, "app=load")
         if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {})
     )
+    operator.stop()
+    # The same load once more under pyinstrument, kept apart: profiling slows the operator.
+    profile = out.parent / "profiles" / "b3-operator.txt"
+    profile.parent.mkdir(exist_ok=True)
+    operator = start({"SCHEDPOLICY_PROFILE": str(profile)})
+    asyncio.run(create_load(cluster, scale.webhook_seconds, "profiled"))
+    operator.stop()
     cluster.kubectl("delete", "mutatingwebhookconfiguration", "bench-webhook")
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
-    operator.stop()
     return {
         "name": "B3 webhook latency",
         "scale": scale.name,
