@@ -7,7 +7,6 @@ from typing import Any
 
 from schedpolicy import hints, matching
 from schedpolicy.cluster import ClusterView
-from schedpolicy.gpu import INSTANCE_TYPE
 
 IGNORE_LABEL = "schedpolicy.io/ignore"
 
@@ -31,12 +30,9 @@ def hints_for(
     if match.policy is None:
         return None
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    instance_types = {
-        n.labels[INSTANCE_TYPE] for n in view.nodes.values() if INSTANCE_TYPE in n.labels
-    }
     return hints.decide(
         match.policy,
         pod,
         owner_kind=owner.get("kind") if owner else None,
-        instance_types=instance_types,
+        instance_types=view.instance_types(),
     )

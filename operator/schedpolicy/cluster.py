@@ -16,6 +16,7 @@ from typing import Any
 
 from schedpolicy.api import MetricSignal, SpecError, parse_spec
 from schedpolicy.costs import ZONE, CostInputs
+from schedpolicy.gpu import INSTANCE_TYPE
 from schedpolicy.matching import Policy
 from schedpolicy.resources import QuantityError, effective_requests, millicores, parse_quantity
 from schedpolicy.samples import Rejection, Sample, from_annotation
@@ -273,12 +274,15 @@ class ClusterView:
         self._uid_by_key: dict[tuple[str, str], str] = {}
         self.pods_by_node: dict[str, set[str]] = defaultdict(set)
         self.pods_by_replicaset: dict[str, set[str]] = defaultdict(set)
+        # Pods with no node yet: few in a healthy cluster, so scanning them is cheap.
+        self.unbound: set[str] = set()
         self._requested_mcpu: dict[str, int] = defaultdict(int)
         self.nodes: dict[str, NodeRecord] = {}
         self.replicasets: dict[str, ReplicaSetRecord] = {}
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self.scraped: dict[SampleKey, Sample | Rejection] = {}
         self._eligible_zones: frozenset[str] | None = None
+        self._instance_types: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneSpread] = {}
         # UIDs seen per kind (deleted ones included), until the sync barrier is through.
         self.seen: dict[str, set[str]] = defaultdict(set)
@@ -324,7 +328,12 @@ class ClusterView:
 
     def _index(self, pod: PodRecord, sign: int) -> None:
         node, rs = pod.node_name, pod.replicaset_uid
-        if node is not None:
+        if node is None:
+            if sign > 0:
+                self.unbound.add(pod.uid)
+            else:
+                self.unbound.discard(pod.uid)
+        else:
             if sign > 0:
                 self.pods_by_node[node].add(pod.uid)
             else:
@@ -398,6 +407,8 @@ class ClusterView:
         affected = Affected()
         if old is None or (old.labels, old.allocatable_mcpu) != (new.labels, new.allocatable_mcpu):
             affected.nodes.add(new.name)
+        if old is None or old.labels.get(INSTANCE_TYPE) != new.labels.get(INSTANCE_TYPE):
+            self._instance_types = None
         if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
             self._eligible_zones = None
             self._zone_cache.clear()
@@ -410,6 +421,7 @@ class ClusterView:
         if self.nodes.pop(name, None) is None:
             return Affected()
         self._eligible_zones = None
+        self._instance_types = None
         self._zone_cache.clear()
         return Affected(nodes={name}, all_pods=True)
 
@@ -422,6 +434,15 @@ class ClusterView:
                 n.zone for n in self.nodes.values() if n.eligible and n.zone is not None
             )
         return self._eligible_zones
+
+    def instance_types(self) -> frozenset[str]:
+        """Instance types of the known nodes; admission asks on every pod create, so this is
+        cached until a node comes, goes or changes its instance type."""
+        if self._instance_types is None:
+            self._instance_types = frozenset(
+                n.labels[INSTANCE_TYPE] for n in self.nodes.values() if INSTANCE_TYPE in n.labels
+            )
+        return self._instance_types
 
     def requested_mcpu(self, node: str) -> int:
         return self._requested_mcpu.get(node, 0)

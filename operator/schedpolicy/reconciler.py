@@ -43,6 +43,8 @@ log = logging.getLogger("schedpolicy.reconciler")
 _WARNING = {("Ready", "False"), ("Conflicting", "True"), ("Degraded", "True")}
 # Reasons for not writing that are worth counting (the rest are the normal steady state).
 _COUNTED_SKIPS = ("foreign-cost", "rate-limited")
+# How often at most the pods waiting on a policy's scheduler are looked over.
+PENDING_CHECK_SECONDS = 1.0
 
 
 def _now() -> str:
@@ -119,6 +121,7 @@ class Reconciler:
         self._governed: dict[frozenset[str], frozenset[str]] = {}
         self._counts_dirty = False
         self._last_status = -1e9
+        self._next_pending_check = -1e9
         # What we last wrote, so that a write is not repeated before its watch event arrives.
         self._written_status: dict[str, dict[str, Any]] = {}
 
@@ -223,7 +226,10 @@ class Reconciler:
         label_nodes = self._dirty_label_nodes()
         await self._plan_dirty_pods()
         await self._plan_nodes(label_nodes)
-        self._check_pending()
+        if self.clock() >= self._next_pending_check:
+            # A report about pods waiting a minute need not be redone on every event burst.
+            self._next_pending_check = self.clock() + PENDING_CHECK_SECONDS
+            self._check_pending()
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         if self._counts_dirty:
             wait = self._last_status + self.status_interval - self.clock()
@@ -252,9 +258,9 @@ class Reconciler:
         now = datetime.now(UTC)
         waiting: Counter[str] = Counter()
         stuck: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for uid, outcome in self.outcomes.items():
-            pod = self.view.pods.get(uid)
-            if pod is None or pod.node_name is not None or not pod.active:
+        for uid in self.view.unbound:
+            pod, outcome = self.view.pods.get(uid), self.outcomes.get(uid)
+            if pod is None or outcome is None or not pod.active:
                 continue
             if (
                 pod.scheduler_name not in schedulers

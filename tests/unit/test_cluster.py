@@ -147,3 +147,38 @@ def test_zone_ranks_follow_pod_age() -> None:
     # A pod leaving invalidates the cached spread.
     view.remove_pod("u1")
     assert dict(view.zone_spread("rs1").ranks) == {"u2": 0, "u0": 1}
+
+
+def test_unbound_pods_are_indexed_until_bound_or_gone() -> None:
+    view = ClusterView()
+    view.upsert_pod(pod("a", "u1", node=None))
+    view.upsert_pod(pod("b", "u2", node=None))
+    view.upsert_pod(pod("c", "u3", node="n1"))
+    assert view.unbound == {"u1", "u2"}
+    view.upsert_pod(pod("a", "u1", node="n1"))  # bound by the scheduler
+    view.remove_pod("u2")
+    assert view.unbound == set()
+    view.upsert_pod(pod("d", "u4", node=None))
+    view.upsert_pod(pod("d", "u5", node=None))  # same name, new UID: the old one is gone
+    assert view.unbound == {"u5"}
+
+
+def typed(name: str, instance_type: str | None) -> dict[str, Any]:
+    raw = node(name, "z1")
+    if instance_type is not None:
+        raw["metadata"]["labels"]["node.kubernetes.io/instance-type"] = instance_type
+    return raw
+
+
+def test_instance_types_follow_nodes_coming_changing_and_going() -> None:
+    view = ClusterView()
+    view.upsert_node(typed("n1", "m5.large"))
+    view.upsert_node(typed("n2", "p4d.24xlarge"))
+    view.upsert_node(typed("n3", None))
+    assert view.instance_types() == {"m5.large", "p4d.24xlarge"}
+    view.upsert_node(typed("n1", "c5.xlarge"))
+    assert view.instance_types() == {"c5.xlarge", "p4d.24xlarge"}
+    view.remove_node("n2")
+    assert view.instance_types() == {"c5.xlarge"}
+    view.upsert_node(typed("n3", "g5.xlarge"))
+    assert view.instance_types() == {"c5.xlarge", "g5.xlarge"}
