@@ -52,6 +52,32 @@ def fleet(pool: Pool, nodes: int, pods_per_node: str) -> None:
     )
 
 
+async def app_on_fleet(
+    api: client.ApiClient, namespace: str, pool: Pool, nodes: int, pods_per_node: str, replicas: int
+) -> None:
+    """A fleet of fake nodes, and a Deployment `app` of `replicas` running on it."""
+    fleet(pool, nodes, pods_per_node)
+    await client.AppsV1Api(api).create_namespaced_deployment(
+        namespace, deployment("app", replicas, node_selector=pool.selector, cpu="10m")
+    )
+    await ready_pods(api, namespace, "app=app", replicas)
+
+
+def cost_policy(
+    cluster: LocalCluster, policies: list[str], name: str, namespace: str, **cost: Any
+) -> None:
+    """Apply a deletion-cost policy over the namespace (removed after the test)."""
+    policies.append(name)
+    apply(
+        cluster,
+        namespace_policy(
+            name,
+            namespace,
+            deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS, **cost},
+        ),
+    )
+
+
 def cost_writes(cluster: LocalCluster, namespace: str, since: datetime) -> list[Any]:
     return [
         e
@@ -89,21 +115,9 @@ async def test_apiserver_restart_mid_reconcile(
     start_operator: Start,
     policies: list[str],
 ) -> None:
-    fleet(pool, 10, "60")
-    await client.AppsV1Api(api).create_namespaced_deployment(
-        namespace, deployment("app", 500, node_selector=pool.selector, cpu="10m")
-    )
-    await ready_pods(api, namespace, "app=app", 500)
+    await app_on_fleet(api, namespace, pool, 10, "60", 500)
     started = datetime.now(UTC)
-    policies.append(f"restart-{namespace}")
-    apply(
-        cluster,
-        namespace_policy(
-            f"restart-{namespace}",
-            namespace,
-            deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS},
-        ),
-    )
+    cost_policy(cluster, policies, f"restart-{namespace}", namespace)
     operator = start_operator("--write-concurrency=4")
     await asyncio.to_thread(
         wait_until,
@@ -145,20 +159,8 @@ async def test_operator_crash_then_a_new_instance_converges_and_rests(
     start_operator: Start,
     policies: list[str],
 ) -> None:
-    fleet(pool, 6, "60")
-    await client.AppsV1Api(api).create_namespaced_deployment(
-        namespace, deployment("app", 300, node_selector=pool.selector, cpu="10m")
-    )
-    await ready_pods(api, namespace, "app=app", 300)
-    policies.append(f"crash-{namespace}")
-    apply(
-        cluster,
-        namespace_policy(
-            f"crash-{namespace}",
-            namespace,
-            deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS},
-        ),
-    )
+    await app_on_fleet(api, namespace, pool, 6, "60", 300)
+    cost_policy(cluster, policies, f"crash-{namespace}", namespace)
     first = start_operator("--write-concurrency=1")
     # Polling the stored costs is far slower than the operator writes them, so a watch freezes
     # the process (SIGSTOP) at its first stored cost; only then is it counted and killed.
@@ -230,21 +232,9 @@ async def test_leader_failover_never_two_writers(
         "--retry-period=1",
         "--verbose",
     ]
-    fleet(pool, 4, "60")
-    await client.AppsV1Api(api).create_namespaced_deployment(
-        namespace, deployment("app", 100, node_selector=pool.selector, cpu="10m")
-    )
-    await ready_pods(api, namespace, "app=app", 100)
+    await app_on_fleet(api, namespace, pool, 4, "60", 100)
     name = f"failover-{namespace}"
-    policies.append(name)
-    apply(
-        cluster,
-        namespace_policy(
-            name,
-            namespace,
-            deletionCost={"min": -100000, "minUpdateIntervalSeconds": 0, "signals": SIGNALS},
-        ),
-    )
+    cost_policy(cluster, policies, name, namespace, min=-100000)
 
     began = datetime.now(UTC)
     with LeaseRecorder(cluster) as lease_log:
@@ -566,21 +556,9 @@ async def test_watch_expiry_relists_and_stays_correct(
     start_operator: Start,
     policies: list[str],
 ) -> None:
-    fleet(pool, 3, "40")
     apps = client.AppsV1Api(api)
-    await apps.create_namespaced_deployment(
-        namespace, deployment("app", 6, node_selector=pool.selector, cpu="10m")
-    )
-    await ready_pods(api, namespace, "app=app", 6)
-    policies.append(f"expiry-{namespace}")
-    apply(
-        cluster,
-        namespace_policy(
-            f"expiry-{namespace}",
-            namespace,
-            deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS},
-        ),
-    )
+    await app_on_fleet(api, namespace, pool, 3, "40", 6)
+    cost_policy(cluster, policies, f"expiry-{namespace}", namespace)
     operator = start_operator("--verbose")
     await asyncio.to_thread(
         wait_until, lambda: converged(cluster, namespace), within=60, what="convergence"
