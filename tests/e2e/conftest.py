@@ -22,6 +22,7 @@ from localcluster import LocalCluster
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess
 from schedpolicy.kube import Credentials, Kube
+from tests.e2e.pools import Pool
 
 PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
 
@@ -128,3 +129,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
                 terminalreporter.write_line(
                     f"control-plane logs (one per process): {workdir / 'logs'}"
                 )
+
+
+@pytest.fixture
+async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
+    """Fake nodes for one test, tagged with its own label; deleted after it."""
+    made = Pool(cluster, namespace)
+    yield made
+    await asyncio.to_thread(made.cleanup)

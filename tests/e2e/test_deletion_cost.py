@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,13 +32,6 @@ pytestmark = pytest.mark.e2e
 CAPACITY = "karpenter.sh/capacity-type"
 WARM = "example.com/cache-warm"
 SAMPLE = "schedpolicy.io/metric"
-
-
-@pytest.fixture
-async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
-    made = Pool(cluster, namespace)
-    yield made
-    await asyncio.to_thread(made.cleanup)
 
 
 def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:

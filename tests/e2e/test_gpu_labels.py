@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,13 +21,6 @@ MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 OWNED = "schedpolicy.io/owned-labels"
 PRODUCT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.memory"
 SOURCE = "schedpolicy.io/e2e-gpu-source"
-
-
-@pytest.fixture
-async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
-    made = Pool(cluster, namespace)
-    yield made
-    await asyncio.to_thread(made.cleanup)
 
 
 def gpu_node(pool: Pool, name: str, itype: str, gpus: str, source: str, **labels: str) -> FakeNode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,13 +48,6 @@ def operator(
     yield proc
     webhook.unregister()
     proc.stop()
-
-
-@pytest.fixture
-async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
-    made = Pool(cluster, namespace)
-    yield made
-    await asyncio.to_thread(made.cleanup)
 
 
 def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:

@@ -3,9 +3,8 @@ and the costs the pure core expects for a namespace, computed from a fresh snaps
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from schedpolicy import decisions
 from schedpolicy.kube import COST_ANNOTATION
-from tests.e2e.pools import Pool
 
 Start = Callable[..., OperatorProcess]
 
@@ -43,13 +41,6 @@ def start_operator(cluster: LocalCluster, crd: str) -> Iterator[Start]:
     yield start
     for proc in started:
         proc.stop()
-
-
-@pytest.fixture
-async def pool(cluster: LocalCluster, namespace: str) -> AsyncIterator[Pool]:
-    made = Pool(cluster, namespace)
-    yield made
-    await asyncio.to_thread(made.cleanup)
 
 
 def snapshot_costs(
