@@ -29,7 +29,7 @@ tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools
 	@bash tools/build.sh
 
 .PHONY: lint
-lint: venv ## ruff and mypy
+lint: venv ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
 	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
@@ -55,11 +55,13 @@ cluster-down: venv ## stop every process of the local control plane
 
 .PHONY: unit
 unit: venv ## unit tests (no cluster)
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS) || { rc=$$?; \
+	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/unit: that is a failure" >&2; exit $$rc; }
 
 .PHONY: e2e
 e2e: venv tools ## e2e tests against the real local control plane
-	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+	@$(PY) -m pytest tests/e2e $(PYTEST_ARGS) || { rc=$$?; \
+	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/e2e: that is a failure" >&2; exit $$rc; }
 
 .PHONY: test-reliability
 test-reliability: venv tools ## only the fault, race and bad-input suite (also part of e2e)

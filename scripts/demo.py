@@ -18,12 +18,11 @@ from collections import Counter
 from typing import Any
 
 from localcluster import LocalCluster
-from localcluster.binaries import REPO
+from localcluster.binaries import REPO, bin_dir
 from schedpolicy import explain
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube
 
 CLUSTER = LocalCluster()
-KUBECTL = f"{REPO / '.tools' / 'bin' / 'kubectl'} --kubeconfig {CLUSTER.kubeconfig}"
 
 
 def step(text: str) -> None:
@@ -180,7 +179,7 @@ def main() -> int:
     print(f"""
 The cluster keeps running, with the operator. Explore it:
   export KUBECONFIG={CLUSTER.kubeconfig}
-  {REPO / ".tools" / "bin" / "kubectl"} get spol
+  {bin_dir() / "kubectl"} get spol
   {REPO / ".venv" / "bin" / "schedpolicy"} explain pod shop/{sorted(after)[0]}
   {REPO / ".venv" / "bin" / "schedpolicy"} explain node gpu-c-p4de
   {REPO / ".venv" / "bin" / "schedpolicy"} simulate scale-down deployment shop/web --replicas 1

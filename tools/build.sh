@@ -34,7 +34,8 @@ if [[ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -1)" != "$need
 fi
 
 mkdir -p "$BIN" "$BIN/.stamps"
-export CGO_ENABLED=0 GOFLAGS=-mod=mod
+# readonly: a build must use exactly the committed go.mod and go.sum, never rewrite them.
+export CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 # Version of a module as pinned in a tools module's go.mod.
 pinned() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }

@@ -65,7 +65,9 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[
         if len(options) != 1:
             raise SchemaError(f"{where}: unions other than Optional[X] are not structural")
         merged = dict(options[0])
-        merged.update({k: v for k, v in node.items() if k in ("description", "default")})
+        # Everything said on the field itself (description, default, list-type,
+        # format, ...) outlives the unwrapping; only the union and its title go.
+        merged.update({k: v for k, v in node.items() if k != "title"})
         if "$ref" in merged and "description" in node:
             # Let the $ref branch combine the field's and the type's descriptions.
             merged["description"] = node["description"]
@@ -109,7 +111,12 @@ def openapi_schema(model: type[api.Model] | type[api.SchedulingPolicyStatus]) ->
 
 def _printer_columns() -> list[dict[str, Any]]:
     return [
-        {"name": "Priority", "type": "integer", "jsonPath": ".spec.priority"},
+        {
+            "name": "Priority",
+            "type": "integer",
+            "jsonPath": ".spec.priority",
+            "description": "Higher wins where policies overlap.",
+        },
         {
             "name": "Matched",
             "type": "integer",
@@ -132,8 +139,14 @@ def _printer_columns() -> list[dict[str, Any]]:
             "name": "Ready",
             "type": "string",
             "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            "description": "Whether the operator reconciled the current generation.",
         },
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {
+            "name": "Age",
+            "type": "date",
+            "jsonPath": ".metadata.creationTimestamp",
+            "description": "Time since the policy was created.",
+        },
     ]
 
 
@@ -178,8 +191,19 @@ def custom_resource_definition() -> dict[str, Any]:
                             ),
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": (
+                                        "The versioned schema of this object:"
+                                        f" {api.GROUP}/{api.VERSION}."
+                                    ),
+                                },
+                                "kind": {
+                                    "type": "string",
+                                    "description": f"The REST resource this object is: {api.KIND}.",
+                                },
+                                # The apiserver refuses anything but a bare type here;
+                                # `kubectl explain` fills in ObjectMeta's own docs.
                                 "metadata": {"type": "object"},
                                 "spec": spec,
                                 "status": status,

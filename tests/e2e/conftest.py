@@ -108,9 +108,11 @@ def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
     """An operator process from this checkout, one per test module, as its own user."""
     log = cluster.workdir / "logs" / "schedpolicy-operator.log"
     proc = OperatorProcess(cluster.operator_kubeconfig, log, "--verbose", "--metrics-port=0")
-    proc.wait_for_log("view synced")
-    yield proc
-    proc.stop()
+    try:
+        proc.wait_for_log("view synced")
+        yield proc
+    finally:
+        proc.stop()
 
 
 @pytest.fixture

@@ -263,9 +263,11 @@ def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
         "--metrics-address=127.0.0.1",
     )
     proc.metrics_port = port  # type: ignore[attr-defined]
-    proc.wait_for_log("view synced")
-    yield proc
-    proc.stop()
+    try:
+        proc.wait_for_log("view synced")
+        yield proc
+    finally:
+        proc.stop()
 
 
 def test_dashboards_query_only_exported_metrics(

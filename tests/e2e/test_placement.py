@@ -43,11 +43,13 @@ def operator(
         "--pending-threshold-seconds=5",
         *webhook.operator_args(),
     )
-    proc.wait_for_log("view synced")
-    webhook.register()
-    yield proc
-    webhook.unregister()
-    proc.stop()
+    try:
+        proc.wait_for_log("view synced")
+        webhook.register()
+        yield proc
+    finally:
+        webhook.unregister()
+        proc.stop()
 
 
 def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:

@@ -11,8 +11,9 @@ import yaml
 from localcluster import ClusterError, LocalCluster
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess
+from schedpolicy.kube import EVENT_NAMESPACE
 from tests.e2e.kubeobjects import wait_until
-from tests.policies import MalformedCase, malformed
+from tests.e2e.policies import MalformedCase, malformed
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -82,6 +83,27 @@ def test_printer_columns_and_ready(
     assert row.split()[1] == "100"
 
 
+def _events(cluster: LocalCluster, policy: str, kind: str, reason: str) -> list[dict[str, Any]]:
+    """Events the operator posted about a (cluster-scoped) policy; they live in `default`."""
+    events = json.loads(
+        cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            EVENT_NAMESPACE,
+            "--field-selector",
+            f"involvedObject.kind=SchedulingPolicy,involvedObject.name={policy}",
+            "-o",
+            "json",
+        )
+    )["items"]
+    return [
+        e
+        for e in events
+        if e["type"] == kind and e["reason"] == reason and e["reportingComponent"] == "schedpolicy"
+    ]
+
+
 def test_status_tracks_generation_and_conflicts(
     cluster: LocalCluster, operator: OperatorProcess, policies: list[str]
 ) -> None:
@@ -123,6 +145,14 @@ def test_status_tracks_generation_and_conflicts(
         assert cond["reason"] == "EqualPriorityOverlap"
     assert a["metadata"]["generation"] == a["status"]["observedGeneration"] == 2
     assert all(c["observedGeneration"] == 2 for c in a["status"]["conditions"])
+    # An admin running `kubectl describe spol` sees why, as a Warning Event on each.
+    wait_until(
+        lambda: all(
+            _events(cluster, name, "Warning", "EqualPriorityOverlap")
+            for name in ("overlap-a", "overlap-b")
+        ),
+        what="a Warning EqualPriorityOverlap Event on each policy",
+    )
 
     # Raising one priority resolves it for both.
     _apply(cluster, policy("overlap-b", 9))

@@ -7,7 +7,7 @@ import yaml
 
 from localcluster.binaries import REPO
 from schedpolicy import api
-from tests.policies import MalformedCase, malformed
+from tests.e2e.policies import MalformedCase, malformed
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 

@@ -1,5 +1,6 @@
-"""Policy corpora shared by unit tests (the operator's own validation) and e2e tests
-(the apiserver's schema and CEL rules)."""
+"""The malformed-policy corpus. It belongs to the e2e suite (the apiserver's schema
+and CEL rules must reject each case, naming the field), and the unit tests reuse it
+to hold the operator's own validation to the same field paths."""
 
 from __future__ import annotations
 
