@@ -87,6 +87,9 @@ class PodRecord:
     created: str
     resource_version: str
     cost_managers: frozenset[str]
+    # Whether the stored pod has an annotations map at all; `annotations` leaves out
+    # the big ones nobody reads, and a write must not mistake that for no map.
+    has_annotations: bool
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,6 +140,7 @@ def pod_record(body: Mapping[str, Any]) -> PodRecord:
         created=str(meta.get("creationTimestamp") or ""),
         resource_version=str(meta.get("resourceVersion", "")),
         cost_managers=annotation_managers(meta.get("managedFields") or [], COST_ANNOTATION),
+        has_annotations=bool(meta.get("annotations")),
     )
 
 

@@ -84,26 +84,32 @@ def pointer(*parts: str) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def cost_patch(uid: str, value: str, has_annotations: bool) -> list[dict[str, Any]]:
+def cost_patch(
+    uid: str, value: str, *, has_annotations: bool, resource_version: str | None = None
+) -> list[dict[str, Any]]:
     """Set the deletion cost, but only on the pod with this UID.
 
     The `test` makes the apiserver refuse the patch (422) if the name now belongs
     to a different pod, so a cost computed for one pod never lands on another.
     A JSON Patch `add` below /metadata/annotations fails when the map is absent,
-    so then the whole map is added instead.
+    so then the whole map is added instead; that would replace any annotation
+    added since we looked, so with a resourceVersion it also tests that the pod
+    is still the version we saw (a 422 otherwise, and the watch brings the news).
     """
-    guard = {"op": "test", "path": "/metadata/uid", "value": uid}
+    guard = [{"op": "test", "path": "/metadata/uid", "value": uid}]
     if has_annotations:
         return [
-            guard,
+            *guard,
             {
                 "op": "add",
                 "path": pointer("metadata", "annotations", COST_ANNOTATION),
                 "value": value,
             },
         ]
+    if resource_version:
+        guard.append({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
     return [
-        guard,
+        *guard,
         {"op": "add", "path": "/metadata/annotations", "value": {COST_ANNOTATION: value}},
     ]
 

@@ -101,6 +101,8 @@ class LabelSync:
                 ).inc()
                 return
             metrics.NODE_LABEL_WRITES.labels(result="error").inc()
+            if err.status == 429 or err.status >= 500:
+                raise  # throttled or unavailable: the writer tries this node again shortly
             await self.warn(
                 ObjectRef("v1", "Node", node.name, node.uid),
                 "LabelWriteFailed",

@@ -45,6 +45,8 @@ _WARNING = {("Ready", "False"), ("Conflicting", "True"), ("Degraded", "True")}
 _COUNTED_SKIPS = ("foreign-cost", "rate-limited")
 # How often at most the pods waiting on a policy's scheduler are looked over.
 PENDING_CHECK_SECONDS = 1.0
+# Retries every 2 s, so about 10 s of an unavailable apiserver before a pod says so.
+TRANSIENT_FAILURES_BEFORE_EVENT = 5
 
 
 def _now() -> str:
@@ -117,6 +119,7 @@ class Reconciler:
         self._last_write: dict[str, float] = {}
         self._written: dict[str, Written] = {}
         self._failures: dict[str, tuple[str | None, str]] = {}
+        self._transient: dict[str, int] = {}  # consecutive retried failures per pod UID
         self.outcomes: dict[str, PodOutcome] = {}
         self._governed: dict[frozenset[str], frozenset[str]] = {}
         self._counts_dirty = False
@@ -181,6 +184,7 @@ class Reconciler:
         self._written.pop(uid, None)
         self._last_write.pop(uid, None)
         self._failures.pop(uid, None)
+        self._transient.pop(uid, None)
         self.outcomes.pop(uid, None)
         timer = self._timers.pop(uid, None)
         if timer is not None:
@@ -439,7 +443,7 @@ class Reconciler:
                 # UID test guards the rest), so look at this pod again shortly.
                 log.warning("writing the cost of pod %s failed (%s); retrying", name, err)
                 metrics.COST_WRITES.labels(result="error").inc()
-                self._retry_in(name, 2.0)
+                await self._transient_failure(name, type(err).__name__)
             finally:
                 self._inflight.discard(name)
                 if name in self._recheck:
@@ -456,7 +460,12 @@ class Reconciler:
             return
         if plan.action == "write":
             assert plan.value is not None
-            patch = cost_patch(pod.uid, plan.value, has_annotations=bool(pod.annotations))
+            patch = cost_patch(
+                pod.uid,
+                plan.value,
+                has_annotations=pod.has_annotations,
+                resource_version=pod.resource_version,
+            )
         else:
             assert plan.value is not None
             patch = cost_removal_patch(pod.uid, plan.value)
@@ -472,7 +481,8 @@ class Reconciler:
                 return
             metrics.COST_WRITES.labels(result="error").inc()
             if err.status == 429 or err.status >= 500:
-                self._retry_in(uid, 2.0)  # throttled or unavailable: try again, quietly
+                # Throttled or unavailable: try again, and say so once it persists.
+                await self._transient_failure(uid, f"{err.status} {err.reason}")
                 return
             self._failures[uid] = (plan.policy, f"{err.status} {err.reason}")
             self._counts_dirty = True
@@ -484,8 +494,21 @@ class Reconciler:
             return
         metrics.COST_WRITES.labels(result="removed" if plan.action == "remove" else "ok").inc()
         self._failures.pop(uid, None)
+        self._transient.pop(uid, None)
         version = str(stored.get("metadata", {}).get("resourceVersion", ""))
         self._written[uid] = Written(plan.value if plan.action == "write" else None, version)
+
+    async def _transient_failure(self, uid: str, why: str) -> None:
+        """Retry a write that failed for a passing reason; one Event when it keeps failing."""
+        self._retry_in(uid, 2.0)
+        failures = self._transient[uid] = self._transient.get(uid, 0) + 1
+        pod = self.view.pods.get(uid)
+        if failures == TRANSIENT_FAILURES_BEFORE_EVENT and pod is not None:
+            await self._warn(
+                pod,
+                "CostWriteFailed",
+                f"writing pod-deletion-cost failed {failures} times in a row ({why}); retrying",
+            )
 
     async def _warn(self, pod: PodRecord, reason: str, message: str) -> None:
         ref = ObjectRef("v1", "Pod", pod.name, pod.uid, pod.namespace)

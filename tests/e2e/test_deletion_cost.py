@@ -32,6 +32,7 @@ pytestmark = pytest.mark.e2e
 CAPACITY = "karpenter.sh/capacity-type"
 WARM = "example.com/cache-warm"
 SAMPLE = "schedpolicy.io/metric"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:
@@ -88,6 +89,39 @@ async def start(
     doc = deployment("app", replicas, node_selector=pool.selector, **kw)
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
     return await ready_pods(api, namespace, "app=app", replicas)
+
+
+async def test_writing_a_cost_keeps_every_other_annotation(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    kube: Kube,
+    policies: list[str],
+) -> None:
+    # The operator keeps no copy of kubectl's last-applied annotation; a pod whose only
+    # annotation is that one must still get a key added, not a whole new map.
+    pool.create(pool.node("n0", labels={CAPACITY: "spot"}))
+    doc = deployment("app", 2, node_selector=pool.selector)
+    kept = {LAST_APPLIED: '{"kept": true}'}
+    doc["spec"]["template"]["metadata"]["annotations"] = kept
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
+    await ready_pods(api, namespace, "app=app", 2)
+    policies.append(f"keep-{namespace}")
+    apply(
+        cluster,
+        namespace_policy(
+            f"keep-{namespace}",
+            namespace,
+            deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
+        ),
+    )
+
+    pods = await wait_for_costs(api, kube, namespace, lambda p: "-100")
+
+    for p in pods:
+        assert p.metadata.annotations == {**kept, COST_ANNOTATION: "-100"}, p.metadata.name
 
 
 # ---- (a) spot first -----------------------------------------------------------------------

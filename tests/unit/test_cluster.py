@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from schedpolicy.cluster import (
     COST_ANNOTATION,
     ClusterView,
@@ -9,6 +11,7 @@ from schedpolicy.cluster import (
     node_record,
     pod_record,
 )
+from schedpolicy.kube import cost_patch
 
 
 def pod(
@@ -182,3 +185,41 @@ def test_instance_types_follow_nodes_coming_changing_and_going() -> None:
     assert view.instance_types() == {"c5.xlarge"}
     view.upsert_node(typed("n3", "g5.xlarge"))
     assert view.instance_types() == {"c5.xlarge", "g5.xlarge"}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kept", "has_map"),
+    [
+        (None, {}, False),
+        ({}, {}, False),
+        # The big annotation is left out of the record, but the map is still there.
+        ({"kubectl.kubernetes.io/last-applied-configuration": "{}"}, {}, True),
+        ({"a": "1"}, {"a": "1"}, True),
+    ],
+)
+def test_pod_record_knows_whether_an_annotations_map_exists(
+    annotations: dict[str, str] | None, kept: dict[str, str], has_map: bool
+) -> None:
+    record = pod_record(pod("p", "u1", annotations=annotations, resourceVersion="7"))
+    assert (dict(record.annotations), record.has_annotations) == (kept, has_map)
+
+
+def test_cost_patch_adds_one_key_to_an_existing_map() -> None:
+    assert cost_patch("u1", "-5", has_annotations=True, resource_version="7") == [
+        {"op": "test", "path": "/metadata/uid", "value": "u1"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost",
+            "value": "-5",
+        },
+    ]
+
+
+def test_cost_patch_adds_the_whole_map_only_to_the_version_it_saw() -> None:
+    # Adding the whole map replaces it; the version test keeps that from wiping an
+    # annotation someone added after our watch event.
+    assert cost_patch("u1", "-5", has_annotations=False, resource_version="7") == [
+        {"op": "test", "path": "/metadata/uid", "value": "u1"},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/metadata/annotations", "value": {COST_ANNOTATION: "-5"}},
+    ]
