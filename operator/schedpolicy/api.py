@@ -153,7 +153,7 @@ class CapacityTypeSignal(Model):
 
 
 class NodeConsolidationSignal(Model):
-    """Points that rise with how full the pod's node is: `round(points * fill)`, where fill is
+    """Points that rise with how full the pod's node is: `floor(points * fill)`, where fill is
     the CPU requested by the node's non-terminal, non-DaemonSet pods over its allocatable CPU,
     capped at 1. Pods on the emptiest nodes get the fewest points and go first, which lets
     those nodes be consolidated."""

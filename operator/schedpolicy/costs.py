@@ -10,7 +10,6 @@ says in words how each was reached, for `schedpolicy explain`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -110,7 +109,9 @@ def _consolidation(params: NodeConsolidationSignal, inputs: CostInputs) -> tuple
     if alloc <= 0:
         return 0, f"node {inputs.node_name} has no allocatable CPU; treated as empty"
     fill = min(1.0, used / alloc)
-    points = math.floor(params.points * fill)
+    # Integer arithmetic: float `points * fill` can land a hair below a whole number
+    # (700 x 0.7 = 489.99...) and floor would then take a point away.
+    points = params.points * min(used, alloc) // alloc
     return points, (
         f"node {inputs.node_name} has {used}m of {alloc}m CPU requested (fill {fill:.2f});"
         f" {params.points} x {fill:.2f}"

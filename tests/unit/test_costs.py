@@ -4,7 +4,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import yaml
 
+from localcluster.binaries import REPO
 from schedpolicy.api import DeletionCost
 from schedpolicy.costs import (
     CostDecision,
@@ -230,6 +232,55 @@ def test_ties_give_equal_costs() -> None:
     a = decide(s, on({"karpenter.sh/capacity-type": "spot"}), NOW)
     b = decide(s, on({"eks.amazonaws.com/capacityType": "SPOT"}), NOW)
     assert a.final == b.final == -500
+
+
+def test_zones_tied_for_least_filled_score_alike() -> None:
+    counts = {"a": 3, "b": 1, "c": 1}
+    s = spec({"type": "ZoneBalance"}, bucket=1)
+    points = {
+        zone: decide(s, on({ZONE: zone}, zone_counts=counts, eligible_zones=frozenset(counts)), NOW)
+        .signals[0]
+        .points
+        for zone in counts
+    }
+    assert points == {"a": -200, "b": 0, "c": 0}
+
+
+def test_consolidation_is_exact_integer_arithmetic() -> None:
+    # As floats, 700 x (700/1000) is 489.99999999999994; floor of that would lose a point.
+    s = spec({"type": "NodeConsolidation", "nodeConsolidation": {"points": 700}}, bucket=10)
+    decision = decide(s, on(node_allocatable_mcpu=1000, node_requested_mcpu=700), NOW)
+    assert (decision.signals[0].points, decision.final) == (490, 490)
+
+
+def test_a_sum_beyond_int32_is_clamped_to_int32() -> None:
+    big = [
+        {"type": "PodCondition", "podCondition": {"conditionType": c, "points": 2**30}}
+        for c in ("x", "y", "z")
+    ]
+    s = spec(*big, bucket=1, min=-(2**31), max=2**31 - 1)
+    decision = decide(s, on(conditions={"x": "True", "y": "True", "z": "True"}), NOW)
+    assert (decision.raw, decision.final) == (3 * 2**30, 2**31 - 1)
+
+
+@pytest.mark.parametrize(
+    ("pod", "capacity", "fill_mcpu", "cost"),
+    [
+        ("web-a", "spot", 300, -400),
+        ("web-b", "on-demand", 100, 0),
+        ("web-c", "on-demand", 800, 300),
+    ],
+)
+def test_the_readme_worked_example(pod: str, capacity: str, fill_mcpu: int, cost: int) -> None:
+    # README "Deletion cost": the spot-first-web example policy on three nodes.
+    doc = yaml.safe_load((REPO / "examples" / "spot-first-web.yaml").read_text())
+    policy = DeletionCost.model_validate(doc["spec"]["deletionCost"])
+    inputs = on(
+        {"karpenter.sh/capacity-type": capacity},
+        node_allocatable_mcpu=1000,
+        node_requested_mcpu=fill_mcpu,
+    )
+    assert decide(policy, inputs, NOW).final == cost, pod
 
 
 # ---- plan ---------------------------------------------------------------------------------
