@@ -28,7 +28,8 @@ pytestmark = pytest.mark.e2e
 CHART = binaries.REPO / "chart"
 ALL_ON = CHART / "ci" / "all-on-values.yaml"
 RELEASE, NAMESPACE = "sp-e2e", "schedpolicy-e2e"
-ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-schedpolicy"
+OPERATOR = f"{RELEASE}-schedpolicy"
+ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{OPERATOR}"
 
 
 def helm(*args: str, check: bool = True) -> str:
@@ -56,6 +57,11 @@ def render(*values: Path, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
 
 
 def test_lint_and_render_defaults_and_everything_on() -> None:
+    # Exactly as a user types them first: no --kube-version, so helm assumes its newest.
+    helm("lint", str(CHART))
+    helm("lint", str(CHART), "-f", str(ALL_ON))
+    helm("template", RELEASE, str(CHART))
+    helm("template", RELEASE, str(CHART), "-f", str(ALL_ON))
     helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION)
     helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION, "-f", str(ALL_ON))
     defaults = {d["kind"] for d in render()}
@@ -135,12 +141,24 @@ def test_webhook_ca_bundle_verifies_the_serving_certificate() -> None:
 
 
 def can_i(cluster: LocalCluster, *args: str) -> bool:
+    # `can-i` exits 1 for "no", so the exit code says nothing; the answer must be one of
+    # the two words, or a typo in a resource name would pass as a "no".
     out = cluster.kubectl("auth", "can-i", *args, f"--as={ACCOUNT}", check=False).strip()
+    assert out in ("yes", "no"), f"kubectl auth can-i {' '.join(args)}: {out!r}"
     return out == "yes"
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: LocalCluster, crd: str) -> Iterator[str]:
+def crd_before_install(cluster: LocalCluster, crd: str) -> str:
+    """The UID of the suite's CRD, which is then deleted: Helm installs `chart/crds` only
+    where the CRD is absent, and the install must be seen to bring its own."""
+    uid = cluster.kubectl("get", "crd", crd, "-o", "jsonpath={.metadata.uid}")
+    cluster.kubectl("delete", "crd", crd, "--wait=true")
+    return uid
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Iterator[str]:
     helm(
         "install",
         RELEASE,
@@ -174,8 +192,14 @@ def installed(cluster: LocalCluster, crd: str) -> Iterator[str]:
 
 
 def test_install_accepts_every_object_and_runs_the_pods(
-    cluster: LocalCluster, installed: str
+    cluster: LocalCluster, installed: str, crd: str, crd_before_install: str
 ) -> None:
+    # The CRD is Helm's now: created by this install from chart/crds, and established.
+    assert cluster.kubectl("get", "crd", crd, "-o", "jsonpath={.metadata.uid}") not in (
+        "",
+        crd_before_install,
+    )
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     manifest = [d for d in yaml.safe_load_all(installed) if d]
     found = cluster.kubectl("get", "-f", "-", "-o", "name", input=installed).split()
     assert len(found) == len(manifest)
@@ -217,7 +241,34 @@ def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str)
     assert [d for d in denied if can_i(cluster, *d)] == []
 
 
-def test_uninstall_removes_everything_but_the_crd(cluster: LocalCluster, installed: str) -> None:
+def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
+    # can-i samples the matrix; this pins the whole of it, so an added verb fails here.
+    (role,) = [
+        d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == OPERATOR
+    ]
+    rules = {
+        (group, resource): sorted(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    read = ["get", "list", "watch"]
+    assert rules == {
+        ("", "pods"): ["get", "list", "patch", "watch"],
+        ("", "nodes"): ["get", "list", "patch", "watch"],
+        ("", "namespaces"): read,
+        ("apps", "replicasets"): read,
+        ("schedpolicy.io", "schedulingpolicies"): read,
+        ("schedpolicy.io", "schedulingpolicies/status"): ["patch"],
+        ("", "events"): ["create", "patch"],
+        ("apiextensions.k8s.io", "customresourcedefinitions"): read,
+    }
+    assert all("resourceNames" not in rule for rule in role["rules"])
+
+
+def test_uninstall_removes_everything_but_the_crd(
+    cluster: LocalCluster, installed: str, crd: str
+) -> None:
     helm(
         "uninstall",
         RELEASE,
@@ -230,7 +281,8 @@ def test_uninstall_removes_everything_but_the_crd(cluster: LocalCluster, install
         "get", "-f", "-", "-o", "name", "--ignore-not-found", input=installed
     ).split()
     assert left == []
-    assert cluster.kubectl("get", "crd", "schedulingpolicies.schedpolicy.io", "-o", "name").strip()
+    # Helm's CRD policy: never deleted, so no admin loses their policies to an uninstall.
+    assert cluster.kubectl("get", "crd", crd, "-o", "name").strip()
 
 
 # ---- dashboards ---------------------------------------------------------------------------
