@@ -207,16 +207,3 @@ def enable_webhook() -> None:
     refuses to start with admission handlers and no server."""
     if not any(h.id == "hints" for h in registry._webhooks.get_all_handlers()):
         kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)(pod_hints)
-
-
-@kopf.on.probe(id="state", registry=registry)
-async def report_state(memo: OperatorState, **_: Any) -> dict[str, Any]:
-    """Shown on the liveness endpoint: whether the view is synced and this replica leads."""
-    reconciler = memo.reconciler
-    leading = memo.leadership.leading if memo.leadership else True
-    return {
-        "synced": bool(reconciler and reconciler.synced.is_set()),
-        "leading": leading,
-        "pods": len(memo.view.pods),
-        "nodes": len(memo.view.nodes),
-    }

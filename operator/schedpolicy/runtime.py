@@ -11,7 +11,7 @@ import threading
 import kopf
 import prometheus_client
 
-from schedpolicy import __version__
+from schedpolicy import __version__, health
 from schedpolicy.handlers import enable_webhook, registry
 from schedpolicy.settings import OperatorState, RunConfig
 
@@ -40,20 +40,22 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)
     if cfg.webhook_port:
         enable_webhook()
+    memo = OperatorState(config=cfg)
+    # Up before kopf: a replica that cannot reach the apiserver is alive but not ready.
+    probes = await health.serve(memo, "0.0.0.0", cfg.liveness_port) if cfg.liveness_port else None
     stop = asyncio.Event()
     beat = asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))
     try:
         await kopf.operator(
             registry=registry,
-            memo=OperatorState(config=cfg),
+            memo=memo,
             clusterwide=True,
             standalone=True,
-            liveness_endpoint=(
-                f"http://0.0.0.0:{cfg.liveness_port}/healthz" if cfg.liveness_port else None
-            ),
             stop_flag=stop_flag,
         )
     finally:
         stop.set()
         beat.cancel()
         await asyncio.gather(beat, return_exceptions=True)
+        if probes is not None:
+            await probes.cleanup()

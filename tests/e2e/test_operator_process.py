@@ -3,13 +3,19 @@ and leaves no kopf bookkeeping on any Pod or Node."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
+from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.e2e
@@ -43,3 +49,43 @@ async def test_operator_runs_and_stops_cleanly(
         if _kopf_marks(o.metadata)
     ]
     assert marked == []
+
+
+def _probe(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_readiness_waits_for_the_view_and_liveness_does_not(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # An apiserver that is not there: the process is alive, but must not take webhook
+    # traffic, because its view is empty.
+    dead = tmp_path / "dead.kubeconfig"
+    config = yaml.safe_load(cluster.operator_kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    dead.write_text(yaml.safe_dump(config))
+    port = free_port()
+    stranded = OperatorProcess(dead, tmp_path / "dead.log", f"--liveness-port={port}")
+    try:
+        stranded.wait_for_log("health on")
+        assert _probe(port, "/healthz")[0] == 200
+        code, body = _probe(port, "/readyz")
+        assert (code, body["synced"]) == (503, False)
+    finally:
+        stranded.stop()
+
+    port = free_port()
+    proc = OperatorProcess(
+        cluster.operator_kubeconfig, tmp_path / "live.log", f"--liveness-port={port}"
+    )
+    try:
+        proc.wait_for_log("view synced")
+        code, body = _probe(port, "/readyz")
+        assert (code, body["synced"]) == (200, True)
+        assert body["nodes"] > 0
+    finally:
+        proc.stop()
