@@ -516,7 +516,11 @@ class Placement(Model):
         description="Prefer nodes without GPUs for pods that request none.",
     )
     zone_spread: ZoneSpread | None = Field(
-        default=None, description="Spread the pod's ReplicaSet over zones."
+        default=None,
+        description=(
+            "Spread the pod's owner (ReplicaSet, StatefulSet, Job) over zones, selecting the"
+            " labels its pods share."
+        ),
     )
 
     @model_validator(mode="after")

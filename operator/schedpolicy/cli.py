@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--renew-deadline", type=float, default=10.0, help="seconds")
     run.add_argument("--retry-period", type=float, default=2.0, help="seconds")
     run.add_argument(
-        "--liveness-port", type=int, default=0, help="serve /healthz and /readyz on this port (0: off)"
+        "--liveness-port",
+        type=int,
+        default=0,
+        help="serve /healthz and /readyz on this port (0: off)",
     )
     run.add_argument("--log-format", choices=["text", "json"], default="text")
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")

@@ -25,6 +25,17 @@ HINTS_ANNOTATION = "schedpolicy.io/hints"
 GPU_RESOURCE = "nvidia.com/gpu"
 ZONE = "topology.kubernetes.io/zone"
 TEMPLATE_HASH = "pod-template-hash"
+# Labels a controller gives each pod (or each revision) rather than the whole set: left in
+# a spread selector they would match one pod, or one revision, and spread nothing.
+PER_POD_LABELS = frozenset(
+    {
+        TEMPLATE_HASH,
+        "controller-revision-hash",
+        "statefulset.kubernetes.io/pod-name",
+        "apps.kubernetes.io/pod-index",
+        "batch.kubernetes.io/job-completion-index",
+    }
+)
 CAPACITY_LABELS = {
     "spot": (("karpenter.sh/capacity-type", "spot"), ("eks.amazonaws.com/capacityType", "SPOT")),
     "on-demand": (
@@ -122,6 +133,10 @@ def decide(
     injected: list[str] = []
     why: list[str] = []
 
+    if owner_kind == "DaemonSet":
+        # One per node by design: its controller pins each pod to its node, and a spread
+        # or another scheduler could only leave a daemon Pending.
+        return HintDecision({}, (), ("DaemonSet pods are placed by their controller; left as is",))
     current = spec.get("schedulerName") or ""
     if current not in ("", DEFAULT_SCHEDULER, placement.scheduler_name):
         # Someone chose another scheduler on purpose; its placement is its own business.
@@ -207,7 +222,7 @@ def decide(
 
     if placement.zone_spread is not None:
         constraints = list(spec.get("topologySpreadConstraints") or [])
-        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != TEMPLATE_HASH}
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in PER_POD_LABELS}
         if any(c.get("topologyKey") == ZONE for c in constraints):
             why.append(
                 "zone spread: the pod already has a constraint on topology.kubernetes.io/zone"

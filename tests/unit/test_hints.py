@@ -216,17 +216,53 @@ def test_avoid_gpu_nodes_only_for_pods_without_gpus(gpus: str | None, avoids: bo
         }
 
 
-def test_zone_spread_uses_owner_labels_without_template_hash() -> None:
-    p = pod()
-    out = applied(p, decide(policy(zoneSpread={"maxSkew": 2}), p, owner_kind="ReplicaSet"))
+@pytest.mark.parametrize(
+    ("owner", "labels", "selector"),
+    [
+        ("ReplicaSet", {"app": "train", "pod-template-hash": "abc"}, {"app": "train"}),
+        (
+            "StatefulSet",
+            {
+                "app": "db",
+                "controller-revision-hash": "db-7f9",
+                "statefulset.kubernetes.io/pod-name": "db-0",
+                "apps.kubernetes.io/pod-index": "0",
+            },
+            {"app": "db"},
+        ),
+        (
+            "Job",
+            {
+                "job-name": "etl",
+                "batch.kubernetes.io/job-name": "etl",
+                "batch.kubernetes.io/job-completion-index": "3",
+            },
+            {"job-name": "etl", "batch.kubernetes.io/job-name": "etl"},
+        ),
+    ],
+)
+def test_zone_spread_selects_the_owners_pods_not_one_pod(
+    owner: str, labels: dict[str, str], selector: dict[str, str]
+) -> None:
+    p = pod(labels=labels)
+    out = applied(p, decide(policy(zoneSpread={"maxSkew": 2}), p, owner_kind=owner))
     assert out["spec"]["topologySpreadConstraints"] == [
         {
             "maxSkew": 2,
             "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": {"app": "train"}},
+            "labelSelector": {"matchLabels": selector},
         }
     ]
+
+
+def test_daemonset_pods_are_left_alone() -> None:
+    p = pod(labels={"app": "agent", "controller-revision-hash": "x"})
+    decision = decide(
+        policy(schedulerName="packer", zoneSpread={}, avoidGPUNodes=True), p, owner_kind="DaemonSet"
+    )
+    assert decision.changes == {}
+    assert "DaemonSet" in decision.explanation[0]
 
 
 def test_zone_spread_kept_when_the_pod_has_one_and_skipped_without_owner() -> None:
