@@ -452,7 +452,9 @@ class LocalCluster:
                 f"--config={config_path}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                # kube-scheduler's own default; /metrics stays behind authorization, as in
+                # the chart, so a scrape needs the chart's metrics-reader ClusterRole.
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={p.secondary_scheduler}",
             ],

@@ -8,7 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 
 class OperatorProcess:
@@ -55,6 +58,31 @@ class OperatorProcess:
         with self.log.open("rb") as f:
             f.seek(self._offset)
             return f.read().decode(errors="replace")
+
+    @property
+    def metrics_port(self) -> int | None:
+        for arg in self.argv:
+            if arg.startswith("--metrics-port="):
+                return int(arg.partition("=")[2]) or None
+        return None
+
+    def scrape(self) -> str:
+        """The process's own /metrics page (it must run with --metrics-port=N)."""
+        if self.metrics_port is None:
+            raise RuntimeError("the operator was started without a metrics port")
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """One sample's value from /metrics, or None when it is not exported."""
+        for family in text_string_to_metric_families(self.scrape()):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return float(sample.value)
+        return None
 
     def wait_for_log(self, text: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

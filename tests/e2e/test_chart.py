@@ -7,6 +7,7 @@ import json
 import re
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,12 +315,47 @@ def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
         f"--metrics-port={port}",
         "--metrics-address=127.0.0.1",
     )
-    proc.metrics_port = port  # type: ignore[attr-defined]
     try:
         proc.wait_for_log("view synced")
         yield proc
     finally:
         proc.stop()
+
+
+def scrape_scheduler(cluster: LocalCluster, token: str | None) -> str:
+    """The secondary scheduler's HTTPS /metrics, as a Prometheus with this token sees it."""
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    url = f"https://127.0.0.1:{cluster.ports.secondary_scheduler}/metrics"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, context=insecure, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def prometheus_token(cluster: LocalCluster) -> str:
+    """A token of the Prometheus ServiceAccount the all-on values name, bound by the chart's
+    own metrics-reader ClusterRole and binding."""
+    rbac = [
+        d
+        for d in render(ALL_ON)
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding")
+        and d["metadata"]["name"].endswith("-metrics-reader")
+    ]
+    assert sorted(d["kind"] for d in rbac) == ["ClusterRole", "ClusterRoleBinding"]
+    (subject,) = next(d for d in rbac if d["kind"] == "ClusterRoleBinding")["subjects"]
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": subject["namespace"]},
+    }
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": subject["name"], "namespace": subject["namespace"]},
+    }
+    cluster.kubectl("apply", "-f", "-", objects=[namespace, account, *rbac])
+    return cluster.kubectl("create", "token", subject["name"], "-n", subject["namespace"]).strip()
 
 
 def test_dashboards_query_only_exported_metrics(
@@ -346,20 +382,20 @@ def test_dashboards_query_only_exported_metrics(
             within=30,
             what="the probe pod to be scheduled",
         )
-        port = operator.metrics_port  # type: ignore[attr-defined]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            ours = exported(resp.read().decode())
-        insecure = ssl.create_default_context()
-        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
-        scheduler = cluster.ports.secondary_scheduler
-        with urllib.request.urlopen(
-            f"https://127.0.0.1:{scheduler}/metrics", context=insecure, timeout=5
-        ) as resp:
-            theirs = exported(resp.read().decode())
+        ours = exported(operator.scrape())
+        theirs = exported(scrape_scheduler(cluster, prometheus_token(cluster)))
+        # Without the token the scheduler refuses: its /metrics really is behind the chart's
+        # bearer-token authorization, which the ServiceMonitor relies on.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            scrape_scheduler(cluster, None)
+        assert refused.value.code in (401, 403)
     finally:
         cluster.kubectl(
             "delete", "pod", "dash-probe", "-n", "default", "--grace-period=0", "--wait=false"
         )
+        cluster.kubectl("delete", "namespace", "monitoring", "--ignore-not-found", "--wait=false")
+        for kind in ("clusterrole", "clusterrolebinding"):
+            cluster.kubectl("delete", kind, f"{OPERATOR}-metrics-reader", "--ignore-not-found")
 
     rendered = {d["metadata"]["name"]: d for d in render(ALL_ON) if d["kind"] == "ConfigMap"}
     dashboards = [d for name, d in rendered.items() if "-dashboard-" in name]

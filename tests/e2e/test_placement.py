@@ -17,6 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
+from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
 from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
@@ -39,7 +40,8 @@ def operator(
         cluster.operator_kubeconfig,
         log,
         "--verbose",
-        "--metrics-port=0",
+        f"--metrics-port={free_port()}",
+        "--metrics-address=127.0.0.1",
         "--pending-threshold-seconds=5",
         *webhook.operator_args(),
     )
@@ -355,6 +357,15 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
             wait_until, degraded, within=40, what="Degraded=SchedulerNotScheduling"
         )
         assert f"{namespace}/stuck" in cond["message"]
+        # The same fact for alerting: a gauge per scheduler name.
+        assert (operator.metric("schedpolicy_pending_pods", scheduler=SCHEDULER) or 0) >= 1
     finally:
         cluster.start_component(SCHEDULER)
     await bound(api, namespace, "app=stuck", 1)
+    await eventually(
+        lambda: asyncio.to_thread(
+            lambda: (operator.metric("schedpolicy_pending_pods", scheduler=SCHEDULER) or 0) == 0
+        ),
+        within=30,
+        what="schedpolicy_pending_pods back to 0 once the scheduler is back",
+    )
