@@ -11,7 +11,9 @@ RUN python -m venv /opt/schedpolicy
 COPY constraints.txt pyproject.toml README.md ./
 COPY operator/ ./operator/
 # Pinned by constraints.txt, the same versions the tests ran with.
+# pip leaves afterwards: the final stage installs nothing.
 RUN /opt/schedpolicy/bin/pip install --no-compile -c constraints.txt . \
+    && /opt/schedpolicy/bin/python -m pip uninstall --yes --quiet pip \
     && /opt/schedpolicy/bin/python -m compileall -q /opt/schedpolicy
 
 FROM ${PYTHON_IMAGE}
@@ -27,5 +29,6 @@ ENV PATH=/opt/schedpolicy/bin:$PATH \
     TMPDIR=/tmp
 USER 65532:65532
 EXPOSE 8080 8081 9443
-ENTRYPOINT ["schedpolicy"]
-CMD ["run"]
+# `docker run IMAGE --help` shows the operator's flags; other subcommands need
+# `--entrypoint schedpolicy` (for example `... --entrypoint schedpolicy IMAGE crd`).
+ENTRYPOINT ["schedpolicy", "run"]
