@@ -11,7 +11,7 @@ import threading
 import kopf
 import prometheus_client
 
-from schedpolicy import __version__, health
+from schedpolicy import __version__, cert_watch, health
 from schedpolicy.handlers import enable_webhook, registry
 from schedpolicy.settings import OperatorState, RunConfig
 
@@ -44,18 +44,23 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     # Up before kopf: a replica that cannot reach the apiserver is alive but not ready.
     probes = await health.serve(memo, "0.0.0.0", cfg.liveness_port) if cfg.liveness_port else None
     stop = asyncio.Event()
-    beat = asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))
+    background = [asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))]
+    halt: threading.Event | asyncio.Event = stop_flag or asyncio.Event()
+    if cfg.webhook_port and cfg.webhook_cert and cfg.webhook_key:
+        files = (cfg.webhook_cert, cfg.webhook_key)
+        background.append(asyncio.create_task(cert_watch.stop_on_change(files, halt.set)))
     try:
         await kopf.operator(
             registry=registry,
             memo=memo,
             clusterwide=True,
             standalone=True,
-            stop_flag=stop_flag,
+            stop_flag=halt,
         )
     finally:
         stop.set()
-        beat.cancel()
-        await asyncio.gather(beat, return_exceptions=True)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         if probes is not None:
             await probes.cleanup()

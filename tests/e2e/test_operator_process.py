@@ -4,6 +4,7 @@ and leaves no kopf bookkeeping on any Pod or Node."""
 from __future__ import annotations
 
 import json
+import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster
 from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
+from localcluster.webhook import LoopbackWebhook
 
 pytestmark = pytest.mark.e2e
 
@@ -87,5 +89,26 @@ def test_readiness_waits_for_the_view_and_liveness_does_not(
         code, body = _probe(port, "/readyz")
         assert (code, body["synced"]) == (200, True)
         assert body["nodes"] > 0
+    finally:
+        proc.stop()
+
+
+def test_a_renewed_webhook_certificate_restarts_the_process(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # What cert-manager does on renewal: new files in the mounted Secret. kopf would keep
+    # serving the old certificate, so the process must stop and be started again.
+    webhook = LoopbackWebhook(cluster, tmp_path / "first", "renewal-probe")
+    proc = OperatorProcess(
+        cluster.operator_kubeconfig, tmp_path / "operator.log", *webhook.operator_args()
+    )
+    try:
+        proc.wait_for_log("view synced")
+        assert proc.proc.poll() is None
+        renewed = LoopbackWebhook(cluster, tmp_path / "second", "renewal-probe")
+        shutil.copyfile(renewed.key, webhook.key)
+        shutil.copyfile(renewed.cert, webhook.cert)
+        proc.wait_for_log("serving certificate changed", timeout=30)
+        proc.proc.wait(timeout=30)
     finally:
         proc.stop()
