@@ -14,7 +14,7 @@ from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
-from tests.e2e.pools import Pool, apply, get_json
+from tests.e2e.pools import POOL_LABEL, Pool, apply, get_json
 
 pytestmark = pytest.mark.e2e
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
@@ -177,7 +177,7 @@ async def test_gpu_labels_from_verified_sources(
     ] == []
 
     # The real scheduler places by these labels: "> 40 GiB A100 or H100" fits p4de and p5 only.
-    await place_and_check(api, namespace, pool, "Gt", "40960", {name["p4de"], name["p5"]})
+    await place_and_check(api, namespace, pool.selector, "Gt", "40960", {name["p4de"], name["p5"]})
 
     # Deleting the policies removes exactly our labels, and the annotation.
     for policy in policies:
@@ -203,7 +203,12 @@ async def test_gpu_labels_from_verified_sources(
 
 
 async def place_and_check(
-    api: client.ApiClient, namespace: str, pool: Pool, op: str, memory: str, allowed: set[str]
+    api: client.ApiClient,
+    namespace: str,
+    selector: dict[str, str],
+    op: str,
+    memory: str,
+    allowed: set[str],
 ) -> None:
     core = client.CoreV1Api(api)
     affinity = {
@@ -227,7 +232,7 @@ async def place_and_check(
             {
                 "metadata": {"name": pod_name, "labels": {"app": "train"}},
                 "spec": {
-                    "nodeSelector": pool.selector,
+                    "nodeSelector": selector,
                     "affinity": affinity,
                     "containers": [
                         {
@@ -248,3 +253,99 @@ async def place_and_check(
     placed = await eventually(bound, what="the training pods to be bound")
     assert set(placed) <= allowed, placed
     assert len(set(placed)) >= 1
+
+
+# ---- the topology file's own GPU nodes ------------------------------------------------------
+
+TOPOLOGY_GPU_NODES = ("gpu-a-g5", "gpu-b-p4d", "gpu-c-p4de", "gpu-a-p5", "gpu-b-broken")
+
+
+def topology_policy(sources: list[str]) -> dict[str, Any]:
+    """Labels the GPU instance types of the topology file, and no test pool's nodes."""
+    return {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "topology-gpus"},
+        "spec": {
+            "priority": 500,
+            "nodeLabels": {
+                "gpu": {
+                    "sources": sources,
+                    "nodeSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": [
+                                    "g5.12xlarge",
+                                    "p4d.24xlarge",
+                                    "p4de.24xlarge",
+                                    "p5.48xlarge",
+                                ],
+                            },
+                            {"key": POOL_LABEL, "operator": "DoesNotExist"},
+                        ]
+                    },
+                }
+            },
+        },
+    }
+
+
+def topology_labels(cluster: LocalCluster) -> dict[str, dict[str, str]]:
+    return {n: node_state(cluster, n)["labels"] for n in TOPOLOGY_GPU_NODES}
+
+
+async def test_topology_gpu_nodes_carry_verified_labels(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    policies.append("topology-gpus")
+
+    # The EC2 table first: MiB per GPU as EC2 reports it; the broken node (GFD labels, but
+    # 0 GPUs allocatable) gets nothing.
+    apply(cluster, topology_policy(["InstanceType", "GPUFeatureDiscovery"]))
+    by_table = {
+        "gpu-a-g5": {MODEL: "A10G", MEMORY: "22888"},
+        "gpu-b-p4d": {MODEL: "A100", MEMORY: "40960"},
+        "gpu-c-p4de": {MODEL: "A100", MEMORY: "81920"},
+        "gpu-a-p5": {MODEL: "H100", MEMORY: "81920"},
+        "gpu-b-broken": {},
+    }
+    wait_until(
+        lambda: topology_labels(cluster) == by_table,
+        within=30,
+        what="table labels on the topology's GPU nodes",
+    )
+
+    # "A100 or H100 with more than 40 GiB": the real scheduler uses p4de and p5, never p4d.
+    await place_and_check(api, namespace, {}, "Gt", "40960", {"gpu-c-p4de", "gpu-a-p5"})
+
+    # GFD first: NVML's figures where GFD runs; the p4d has no GFD labels and falls back.
+    apply(cluster, topology_policy(["GPUFeatureDiscovery", "InstanceType"]))
+    by_gfd = {
+        **by_table,
+        "gpu-a-g5": {MODEL: "A10G", MEMORY: "23028"},
+        "gpu-a-p5": {MODEL: "H100", MEMORY: "81559"},
+    }
+    wait_until(
+        lambda: topology_labels(cluster) == by_gfd,
+        within=30,
+        what="GFD labels on the topology's GPU nodes",
+    )
+
+    # Deleting the policy takes back exactly our labels and the ownership annotation.
+    cluster.kubectl("delete", "spol", "topology-gpus", "--wait=true")
+    wait_until(
+        lambda: all(
+            node_state(cluster, n)["labels"] == {} and node_state(cluster, n)["owned"] is None
+            for n in TOPOLOGY_GPU_NODES
+        ),
+        within=30,
+        what="our labels gone from the topology's GPU nodes",
+    )
+    p5 = get_json(cluster, "node", "gpu-a-p5")["metadata"]["labels"]
+    assert (p5[PRODUCT], p5[GFD_MEMORY]) == ("NVIDIA-H100-80GB-HBM3", "81559")
