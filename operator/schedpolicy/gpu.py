@@ -93,10 +93,14 @@ def from_feature_discovery(labels: Mapping[str, str]) -> GPUFacts | str:
         return f"{GFD_PRODUCT}={product} names no known model"
     mig = _MIG.search(product)
     memory = labels.get(GFD_MEMORY, "")
-    if memory.isdigit() and int(memory) > 0:
-        mib = int(memory)
-    elif mig is not None:
-        mib = int(mig.group("gb")) * 1024
+    reported = int(memory) if memory.isdigit() and int(memory) > 0 else None
+    if mig is not None:
+        # The profile names the slice's memory ("1g.5gb"); a memory label that says more is
+        # the whole card's, which a pod on one MIG device never gets. Take the smaller.
+        profile_mib = int(mig.group("gb")) * 1024
+        mib = min(reported, profile_mib) if reported is not None else profile_mib
+    elif reported is not None:
+        mib = reported
     else:
         return f"{GFD_MEMORY} is missing or not a number"
     detail = f"{GFD_PRODUCT}={product}, {GFD_MEMORY}={memory or '(none)'}"

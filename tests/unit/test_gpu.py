@@ -112,6 +112,9 @@ def test_mig_devices_get_their_own_memory() -> None:
     assert decision.disagreements
     without_memory = decide(GFD_FIRST, {GFD_PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb"}, 8)
     assert without_memory.labels[MEMORY] == "10240"
+    # A memory label with the whole card's figure never beats the slice's own size.
+    card = decide(GFD_FIRST, {**labels, GFD_MEMORY: "40960"}, 56)
+    assert card.labels == {MODEL: "A100", MEMORY: "5120"}
 
 
 def test_precedence_and_reported_disagreement() -> None:

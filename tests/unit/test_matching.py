@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -160,6 +161,29 @@ def test_governing_policy_respects_namespace_and_pod_selectors() -> None:
     assert governing_policy([pol], "placement", {"app": "web"}, {"team": "a"}).policy is None
     none = governing_policy([pol], "deletionCost", {"app": "api"}, {"team": "a"})
     assert none.reason == "no policy with deletionCost selects this pod"
+
+
+def test_higher_priority_labels_a_node_whatever_the_order_and_its_own_labels() -> None:
+    def label_policy(name: str, priority: int, sources: list[str]) -> Policy:
+        gpu = {"sources": sources, "nodeSelector": {"matchLabels": {"gpu": "yes"}}}
+        return Policy(
+            name=name, spec=parse_spec({"priority": priority, "nodeLabels": {"gpu": gpu}})
+        )
+
+    # The lower priority sorts first by name, and each policy would label differently.
+    low = label_policy("a-gfd-first", 100, ["GPUFeatureDiscovery", "InstanceType"])
+    high = label_policy("z-table-first", 200, ["InstanceType", "GPUFeatureDiscovery"])
+    node = {"gpu": "yes"}
+    for order in itertools.permutations([low, high]):
+        assert governing_node_policy(order, node).policy == high
+    # No flapping: the labels the winner writes do not change who wins.
+    labelled = {
+        **node,
+        "schedpolicy.io/gpu-model": "H100",
+        "schedpolicy.io/gpu-memory-mib": "81920",
+    }
+    assert governing_node_policy([low, high], labelled).policy == high
+    assert conflicts([low, high]) == {"a-gfd-first": [], "z-table-first": []}
 
 
 def test_governing_node_policy() -> None:
