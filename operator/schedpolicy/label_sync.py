@@ -73,7 +73,8 @@ class LabelSync:
         return not outcome.plan.empty and name not in self._written
 
     async def report(self, name: str) -> None:
-        """Post each new conflict or source disagreement on the node once."""
+        """Post each conflict or source disagreement on the node once while it lasts; one
+        that goes away and comes back is new again."""
         node, outcome = self.view.nodes.get(name), self.outcomes.get(name)
         if node is None or outcome is None:
             return
@@ -82,9 +83,10 @@ class LabelSync:
             messages += [("GPUSourcesDisagree", m) for m in outcome.decision.disagreements]
             if outcome.decision.error:
                 messages.append(("LabelPrefixRefused", outcome.decision.error))
+        posted = self._reported[name]
+        self._reported[name] = {message for _, message in messages}
         for reason, message in messages:
-            if message not in self._reported[name]:
-                self._reported[name].add(message)
+            if message not in posted:
                 await self.warn(ObjectRef("v1", "Node", node.name, node.uid), reason, message)
 
     async def write(self, name: str, policies: list[matching.Policy]) -> None:
