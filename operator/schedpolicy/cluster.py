@@ -285,6 +285,8 @@ class ClusterView:
         self.replicasets: dict[str, ReplicaSetRecord] = {}
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self.scraped: dict[SampleKey, Sample | Rejection] = {}
+        # Ready, schedulable nodes per zone: the zones ZoneBalance may balance over.
+        self.eligible_nodes_by_zone: dict[str, set[str]] = defaultdict(set)
         self._eligible_zones: frozenset[str] | None = None
         self._instance_types: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneSpread] = {}
@@ -414,29 +416,56 @@ class ClusterView:
         if old is None or old.labels.get(INSTANCE_TYPE) != new.labels.get(INSTANCE_TYPE):
             self._instance_types = None
         if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
-            self._eligible_zones = None
-            self._zone_cache.clear()
-            affected.all_pods = True
+            affected.merge(self._rezone(old, new))
         if old is None or _label_inputs(old) != _label_inputs(new):
             affected.label_nodes.add(new.name)
         return new, affected
 
     def remove_node(self, name: str) -> Affected:
-        if self.nodes.pop(name, None) is None:
+        old = self.nodes.pop(name, None)
+        if old is None:
             return Affected()
-        self._eligible_zones = None
         self._instance_types = None
-        self._zone_cache.clear()
-        return Affected(nodes={name}, all_pods=True)
+        affected = self._rezone(old, None)
+        affected.nodes.add(name)
+        return affected
+
+    def _rezone(self, old: NodeRecord | None, new: NodeRecord | None) -> Affected:
+        """A node came, went, or changed zone or eligibility. Every pod's cost changes only
+        when the set of eligible zones does; otherwise just the spreads of the ReplicaSets
+        with pods on this node (their pods' zone may have changed)."""
+        affected = Affected()
+        before = self.eligible_zones()
+        for record, member in ((old, False), (new, True)):
+            if record is None or record.zone is None or not record.eligible:
+                continue
+            names = self.eligible_nodes_by_zone[record.zone]
+            if member:
+                names.add(record.name)
+            else:
+                names.discard(record.name)
+                if not names:
+                    del self.eligible_nodes_by_zone[record.zone]
+        self._eligible_zones = None
+        if self.eligible_zones() != before:
+            self._zone_cache.clear()
+            affected.all_pods = True
+        elif (old.zone if old else None) != (new.zone if new else None):
+            record = new or old
+            assert record is not None
+            for uid in self.pods_by_node.get(record.name, ()):
+                rs = self.pods[uid].replicaset_uid
+                if rs is not None:
+                    affected.replicasets.add(rs)
+                    self._zone_cache.pop(rs, None)
+        return affected
 
     def node_names(self) -> set[str]:
         return set(self.nodes)
 
     def eligible_zones(self) -> frozenset[str]:
         if self._eligible_zones is None:
-            self._eligible_zones = frozenset(
-                n.zone for n in self.nodes.values() if n.eligible and n.zone is not None
-            )
+            self._eligible_zones = frozenset(self.eligible_nodes_by_zone)
         return self._eligible_zones
 
     def instance_types(self) -> frozenset[str]:

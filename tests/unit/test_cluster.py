@@ -136,6 +136,38 @@ def test_node_changes_that_matter() -> None:
     assert node_record(node("n1", "a")).allocatable_gpus == 8
 
 
+def test_only_a_change_of_eligible_zones_touches_every_pod() -> None:
+    view = ClusterView()
+    view.upsert_node(node("n1", "a"))
+    view.upsert_node(node("n2", "b"))
+    view.upsert_pod(pod("p1", "u1", node="n1"))
+    assert view.zone_counts("rs1") == {"a": 1, "b": 0}
+
+    # Another node in a zone that is already eligible: no pod's zone or zones change.
+    _, more = view.upsert_node(node("n3", "a"))
+    assert (more.all_pods, more.replicasets) == (False, set())
+    # One of two nodes in zone a goes NotReady, then away: zone a stays eligible.
+    _, unready = view.upsert_node(node("n3", "a", ready=False))
+    assert not unready.all_pods
+    assert not view.remove_node("n3").all_pods
+    # The last node of zone b goes: the eligible zones change, so every pod is looked at.
+    gone = view.remove_node("n2")
+    assert gone.all_pods
+    assert view.eligible_zones() == {"a"}
+    assert view.zone_counts("rs1") == {"a": 1}
+    # A node relabelled into another zone moves its pods: their ReplicaSet's spread changes.
+    view.upsert_node(node("n4", "a"))
+    _, moved = view.upsert_node(node("n1", "c"))
+    assert moved.all_pods  # zone c is new
+    _, back = view.upsert_node(node("n1", "a"))
+    assert back.all_pods  # and gone again
+    view.upsert_node(node("n5", "c"))
+    _, again = view.upsert_node(node("n1", "c"))
+    assert (again.all_pods, again.replicasets) == (False, {"rs1"})
+    assert view.zone_counts("rs1") == {"a": 0, "c": 1}
+    assert view.eligible_nodes_by_zone == {"a": {"n4"}, "c": {"n1", "n5"}}
+
+
 def test_zone_ranks_follow_pod_age() -> None:
     view = ClusterView()
     view.upsert_node(node("n1", "a"))
