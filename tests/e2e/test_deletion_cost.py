@@ -412,21 +412,32 @@ async def test_busy_pods_survive_and_bad_samples_change_nothing(
     # cost if it were trusted (the idle pod's claims 700 connections).
     target_busy, target_idle = sorted(busy)[0], sorted(set(uid) - busy)[0]
     stamp = {p.metadata.name: _our_entry(p) for p in pods}
-    bad_samples: list[Callable[[str, int], str]] = [
-        lambda u, v: _sample(v, u, now - timedelta(hours=1)),  # stale
-        lambda u, v: _sample(v, u, datetime.now(UTC) + timedelta(hours=1)),  # future-dated
-        lambda u, v: _sample("NaN", u, datetime.now(UTC)),
-        lambda u, v: _sample(-v, u, datetime.now(UTC)),  # negative
-        lambda u, v: _sample(v, "another-pod-uid", datetime.now(UTC)),
-        lambda u, v: "{not json",
+    bad_samples: list[tuple[str, Callable[[str, int], str]]] = [
+        ("stale", lambda u, v: _sample(v, u, now - timedelta(hours=1))),
+        ("future", lambda u, v: _sample(v, u, datetime.now(UTC) + timedelta(hours=1))),
+        ("not-finite", lambda u, v: _sample("NaN", u, datetime.now(UTC))),
+        ("negative", lambda u, v: _sample(-v, u, datetime.now(UTC))),
+        ("wrong-uid", lambda u, v: _sample(v, "another-pod-uid", datetime.now(UTC))),
+        ("malformed", lambda u, v: "{not json"),
     ]
-    for bad in bad_samples:
+
+    def rejected(reason: str) -> float:
+        found = operator.metric("schedpolicy_metric_samples_rejected_total", reason=reason)
+        return found or 0.0
+
+    for reason, bad in bad_samples:
+        before = rejected(reason)
         for name, value in ((target_busy, 5), (target_idle, 700)):
             annotation = {SAMPLE: bad(uid[name], value)}
             await core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"annotations": annotation}}
             )
-    await asyncio.sleep(3)  # several reconcile rounds; minUpdateIntervalSeconds is 0
+        # One sample at a time, each seen and refused by the operator before the next.
+        await eventually(
+            lambda: asyncio.to_thread(lambda: rejected(reason) >= before + 2),  # noqa: B023
+            within=30,
+            what=f"the operator to refuse both {reason} samples",
+        )
     after = {
         p.metadata.name: p
         for p in (await core.list_namespaced_pod(namespace, label_selector="app=app")).items
