@@ -3,6 +3,7 @@ controller and KWOK, each proven by what it does rather than by its name."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import urllib.request
@@ -98,6 +99,9 @@ async def test_replicaset_controller_deletes_lowest_cost_first(
             await core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"annotations": {COST: str(cost)}}}
             )
+        # The ReplicaSet controller ranks pods from its informer cache, which learns of the
+        # annotations through its watch; nothing observable says when, so allow it a moment.
+        await asyncio.sleep(1)
 
         await apps.patch_namespaced_deployment_scale("ranked", namespace, {"spec": {"replicas": 2}})
         survivors = await ready_pods(api, namespace, "app=ranked", 2)
