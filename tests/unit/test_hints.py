@@ -140,6 +140,84 @@ def test_gpu_affinity_skipped_when_the_pod_constrains_the_keys() -> None:
     assert any("own required terms constrain" in line for line in decision.explanation)
 
 
+ZONE_IN_A = {"key": "zone", "operator": "In", "values": ["a"]}
+HOST_FIELD = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+
+
+def _required(terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("gpus", "affinity", "terms"),
+    [
+        # (GPUs requested, the pod's own affinity, the required terms it ends with: each
+        # term as (matchExpressions keys, matchFields keys); None: affinity left unchanged)
+        pytest.param("1", None, [([MODEL, MEMORY], [])], id="fresh"),
+        pytest.param(
+            "1",
+            _required([{"matchExpressions": [ZONE_IN_A]}, {"matchExpressions": [ZONE_IN_A]}]),
+            [(["zone", MODEL, MEMORY], []), (["zone", MODEL, MEMORY], [])],
+            id="anded-into-every-term",
+        ),
+        pytest.param(
+            "1",
+            _required([{"matchFields": [HOST_FIELD]}]),
+            [([MODEL, MEMORY], ["metadata.name"])],
+            id="term-with-only-matchFields",
+        ),
+        pytest.param(
+            "1",
+            {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+            [([MODEL, MEMORY], [])],
+            id="other-affinity-kinds-kept",
+        ),
+        pytest.param(
+            "1",
+            _required([{"matchExpressions": [{"key": MEMORY, "operator": "Gt", "values": ["1"]}]}]),
+            None,
+            id="pod-constrains-memory",
+        ),
+        pytest.param("0", None, None, id="no-gpus"),
+    ],
+)
+def test_required_gpu_terms(
+    gpus: str, affinity: dict[str, Any] | None, terms: list[tuple[list[str], list[str]]] | None
+) -> None:
+    p = pod(gpus if gpus != "0" else None, **({"affinity": affinity} if affinity else {}))
+    decision = decide(policy(**GPU_PLACEMENT), p)
+    out = applied(p, decision)
+    if terms is None:
+        assert out["spec"].get("affinity") == affinity
+        return
+    stored = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert [
+        (
+            [e["key"] for e in t.get("matchExpressions", [])],
+            [f["key"] for f in t.get("matchFields", [])],
+        )
+        for t in stored
+    ] == terms
+    for key, value in (affinity or {}).items():
+        if key != "nodeAffinity":
+            assert out["spec"]["affinity"][key] == value
+    assert applied(out, decide(policy(**GPU_PLACEMENT), out)) == out  # idempotent
+
+
+@pytest.mark.parametrize("weight", [0, 101])
+def test_preference_weights_outside_1_to_100_are_refused(weight: int) -> None:
+    with pytest.raises(ValueError, match=r"placement\.capacityType\.weight"):
+        parse_spec({"placement": {"capacityType": {"prefer": "spot", "weight": weight}}})
+    with pytest.raises(ValueError, match=r"placement\.instanceTypes\[0\]\.weight"):
+        parse_spec({"placement": {"instanceTypes": [{"prefix": "p5", "weight": weight}]}})
+
+
 def test_no_gpu_affinity_for_cpu_pods() -> None:
     decision = decide(policy(**GPU_PLACEMENT), pod())
     assert "spec.affinity" not in decision.changes
