@@ -51,14 +51,23 @@ def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
     for e in writes:
         if e.resource == "leases":
             assert e.namespace == RELEASE_NAMESPACE
-        elif e.resource == "pods" and isinstance(e.request, list):
+        elif e.resource == "pods":
+            # Only JSON Patches, each guarded by the UID (and a whole new annotations map
+            # also by the resourceVersion it was computed from); no finalizer, no kopf mark.
+            assert isinstance(e.request, list), e.request
             paths = {op["path"] for op in e.request}
             assert "/metadata/uid" in paths
-            assert paths <= {"/metadata/uid", COST_PATH, "/metadata/annotations"}, paths
+            allowed_paths = {"/metadata/uid", "/metadata/resourceVersion", COST_PATH}
+            assert paths <= allowed_paths | {"/metadata/annotations"}, paths
             for op in e.request:
                 if op["path"] == "/metadata/annotations":
+                    assert op["op"] == "add"
+                    assert "/metadata/resourceVersion" in paths
                     assert set(op["value"]) == {"controller.kubernetes.io/pod-deletion-cost"}
-        elif e.resource == "nodes" and isinstance(e.request, dict):
+                elif op["path"] != COST_PATH:
+                    assert op["op"] == "test", op
+        elif e.resource == "nodes":
+            assert isinstance(e.request, dict), e.request
             meta = e.request["metadata"]
             assert set(meta) <= {"uid", "labels", "annotations"}
             assert "uid" in meta
