@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from localcluster.controlplane import LocalCluster, free_port
 
 
 class OperatorProcess:
@@ -104,3 +108,21 @@ class OperatorProcess:
                 self.proc.wait()
         self._out.close()
         return self.proc.returncode
+
+
+@contextlib.contextmanager
+def running(cluster: LocalCluster, *extra: str) -> Iterator[OperatorProcess]:
+    """The operator as the chart's ServiceAccount, /metrics on a free loopback port,
+    synced before it is handed out and stopped afterwards, whatever happened."""
+    proc = OperatorProcess(
+        cluster.operator_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        f"--metrics-port={free_port()}",
+        "--metrics-address=127.0.0.1",
+        *extra,
+    )
+    try:
+        proc.wait_for_log("view synced")
+        yield proc
+    finally:
+        proc.stop()

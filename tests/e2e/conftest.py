@@ -20,8 +20,7 @@ from kubernetes_asyncio import client, config
 
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
-from localcluster.controlplane import free_port
-from localcluster.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess, running
 from schedpolicy.kube import Credentials, Kube
 from tests.e2e.pools import Pool
 
@@ -107,19 +106,8 @@ def crd(cluster: LocalCluster) -> str:
 @pytest.fixture(scope="module")
 def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
     """An operator process from this checkout, one per test module, as its own user."""
-    log = cluster.workdir / "logs" / "schedpolicy-operator.log"
-    proc = OperatorProcess(
-        cluster.operator_kubeconfig,
-        log,
-        "--verbose",
-        f"--metrics-port={free_port()}",
-        "--metrics-address=127.0.0.1",
-    )
-    try:
-        proc.wait_for_log("view synced")
+    with running(cluster, "--verbose") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster import LocalCluster, binaries, chart
-from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
 from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
 
@@ -328,22 +327,6 @@ def exported(text: str) -> set[str]:
         names.update(family.name + s for s in suffixes)
         names.update(s.name for s in family.samples)
     return names
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: LocalCluster, crd: str) -> Iterator[OperatorProcess]:
-    port = free_port()
-    proc = OperatorProcess(
-        cluster.operator_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-operator.log",
-        f"--metrics-port={port}",
-        "--metrics-address=127.0.0.1",
-    )
-    try:
-        proc.wait_for_log("view synced")
-        yield proc
-    finally:
-        proc.stop()
 
 
 def scrape_scheduler(cluster: LocalCluster, token: str | None) -> str:

@@ -17,8 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
-from localcluster.controlplane import free_port
-from localcluster.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
 from tests.e2e.pools import Pool, apply, get_json, namespace_policy
@@ -35,23 +34,13 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """The operator with its webhook on loopback, and the chart's webhook configuration."""
     webhook = LoopbackWebhook(cluster, tmp_path_factory.mktemp("webhook-pki"), "schedpolicy-e2e")
-    log = cluster.workdir / "logs" / "schedpolicy-operator.log"
-    proc = OperatorProcess(
-        cluster.operator_kubeconfig,
-        log,
-        "--verbose",
-        f"--metrics-port={free_port()}",
-        "--metrics-address=127.0.0.1",
-        "--pending-threshold-seconds=5",
-        *webhook.operator_args(),
-    )
-    try:
-        proc.wait_for_log("view synced")
+    args = ("--verbose", "--pending-threshold-seconds=5", *webhook.operator_args())
+    with running(cluster, *args) as proc:
         webhook.register()
-        yield proc
-    finally:
-        webhook.unregister()
-        proc.stop()
+        try:
+            yield proc
+        finally:
+            webhook.unregister()
 
 
 def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:
