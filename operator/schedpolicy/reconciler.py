@@ -515,10 +515,12 @@ class Reconciler:
         await self._post_warning(ref, reason, message)
 
     async def _post_warning(self, ref: ObjectRef, reason: str, message: str) -> None:
+        # Best effort: an Event that cannot be posted (often for the very outage it reports)
+        # must never take the writer down with it.
         try:
             await self.kube.emit_event(ref, "Warning", reason, message)
-        except ApiException as err:
-            log.warning("could not post event on %s %s: %s", ref.kind, ref.name, err.reason)
+        except Exception as err:
+            log.warning("could not post event on %s %s: %s", ref.kind, ref.name, err)
 
     # ---- policy status -------------------------------------------------------------------
 
@@ -612,5 +614,5 @@ class Reconciler:
             message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
             try:
                 await self.kube.emit_event(ref, kind, cond["reason"], message)
-            except ApiException as err:
-                log.warning("could not post event on %s: %s", obj.name, err.reason)
+            except Exception as err:  # best effort, as for every Event
+                log.warning("could not post event on %s: %s", obj.name, err)
