@@ -516,7 +516,13 @@ async def test_patch_for_a_replaced_pod_is_refused(
         "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
     }
     old = await core.create_namespaced_pod(namespace, body)
-    patch = cost_patch(old.metadata.uid, "-999", has_annotations=False)  # prepared for the old pod
+    # Exactly what the operator would send for the old pod (its UID, and the version it saw).
+    patch = cost_patch(
+        old.metadata.uid,
+        "-999",
+        has_annotations=False,
+        resource_version=old.metadata.resource_version,
+    )
     await core.delete_namespaced_pod("reborn", namespace, grace_period_seconds=0)
 
     async def gone() -> bool:
