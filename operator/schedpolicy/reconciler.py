@@ -47,6 +47,7 @@ _COUNTED_SKIPS = ("foreign-cost", "rate-limited")
 PENDING_CHECK_SECONDS = 1.0
 # Retries every 2 s, so about 10 s of an unavailable apiserver before a pod says so.
 TRANSIENT_FAILURES_BEFORE_EVENT = 5
+FORBIDDEN_RETRY_SECONDS = 30.0
 
 
 def _now() -> str:
@@ -486,6 +487,10 @@ class Reconciler:
                 return
             self._failures[uid] = (plan.policy, f"{err.status} {err.reason}")
             self._counts_dirty = True
+            if err.status in (401, 403):
+                # An apiserver that has just started refuses for a moment while its
+                # authorizer warms up, and an admin may fix RBAC later: look again, slowly.
+                self._retry_in(uid, FORBIDDEN_RETRY_SECONDS)
             await self._warn(
                 pod,
                 "CostWriteFailed",

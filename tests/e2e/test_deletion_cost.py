@@ -33,6 +33,7 @@ CAPACITY = "karpenter.sh/capacity-type"
 WARM = "example.com/cache-warm"
 SAMPLE = "schedpolicy.io/metric"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+COST_FIELD = f"f:{COST_ANNOTATION}"
 
 
 def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:
@@ -122,6 +123,71 @@ async def test_writing_a_cost_keeps_every_other_annotation(
 
     for p in pods:
         assert p.metadata.annotations == {**kept, COST_ANNOTATION: "-100"}, p.metadata.name
+
+
+async def test_take_over_then_give_back_when_unmatched_or_deleted(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    kube: Kube,
+    policies: list[str],
+) -> None:
+    pool.create(pool.node("n0", labels={CAPACITY: "spot"}))
+    doc = deployment("app", 3, node_selector=pool.selector, labels={"costed": "yes"})
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
+    first, second, third = sorted(
+        p.metadata.name for p in await ready_pods(api, namespace, "app=app", 3)
+    )
+    cluster.kubectl("annotate", "pod", first, "-n", namespace, f"{COST_ANNOTATION}=777")
+
+    # takeOver: the cost someone else set is ours to keep right too.
+    name = f"takeover-{namespace}"
+    policies.append(name)
+    apply(
+        cluster,
+        namespace_policy(
+            name,
+            namespace,
+            podSelector={"matchLabels": {"costed": "yes"}},
+            deletionCost={
+                "takeOver": True,
+                "signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}],
+            },
+        ),
+    )
+    await wait_for_costs(api, kube, namespace, lambda p: "-100")
+    taken = get_json(cluster, "pod", first, "-n", namespace)
+    assert any(
+        e["manager"] == "schedpolicy"
+        and COST_FIELD in e.get("fieldsV1", {}).get("f:metadata", {}).get("f:annotations", {})
+        for e in taken["metadata"]["managedFields"]
+    )
+
+    # A pod that stops matching loses the cost we wrote; the others keep theirs.
+    cluster.kubectl("label", "pod", second, "-n", namespace, "costed=no", "--overwrite")
+
+    def costs() -> dict[str, str | None]:
+        pods = get_json(cluster, "pods", "-n", namespace, "-l", "app=app")["items"]
+        return {
+            p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(COST_ANNOTATION)
+            for p in pods
+        }
+
+    wait_until(
+        lambda: costs() == {first: "-100", second: None, third: "-100"},
+        within=30,
+        what="the cost removed from the pod that no longer matches",
+    )
+
+    # Deleting the policy removes every cost it wrote, the taken-over one included.
+    cluster.kubectl("delete", "spol", name, "--wait=true")
+    wait_until(
+        lambda: costs() == {first: None, second: None, third: None},
+        within=30,
+        what="every cost removed after the policy is deleted",
+    )
 
 
 # ---- (a) spot first -----------------------------------------------------------------------

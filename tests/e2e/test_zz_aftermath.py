@@ -45,9 +45,14 @@ def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
         ("leases", "", "create"),
         ("leases", "", "update"),
     }
-    writes = writes_by(cluster.audit_log)
-    assert writes, "the operator wrote nothing in the whole run"
-    assert {(e.resource, e.subresource, e.verb) for e in writes} <= allowed
+    attempts = writes_by(cluster.audit_log)
+    assert attempts, "the operator wrote nothing in the whole run"
+    assert {(e.resource, e.subresource, e.verb) for e in attempts} <= allowed
+    # A refused request (say a 403 while a restarted apiserver's authorizer warms up) is
+    # logged without its body and changed nothing; the shape of every accepted write is
+    # checked.
+    writes = [e for e in attempts if 200 <= e.code < 300]
+    assert writes
     for e in writes:
         if e.resource == "leases":
             assert e.namespace == RELEASE_NAMESPACE
