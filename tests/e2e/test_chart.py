@@ -64,6 +64,19 @@ def test_lint_and_render_defaults_and_everything_on() -> None:
     helm("template", RELEASE, str(CHART), "-f", str(ALL_ON))
     helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION)
     helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION, "-f", str(ALL_ON))
+    # Values that would defeat the scheduler profile's purpose are refused at render time.
+    for bad, why in (
+        ("scheduler.name=default-scheduler", "must not be default-scheduler"),
+        ("scheduler.packing.gpu=1", "must weigh more than cpu and memory"),
+    ):
+        refused = subprocess.run(
+            [str(binaries.path("helm")), "template", RELEASE, str(CHART), "--set", bad],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode != 0, bad
+        assert why in refused.stderr, (bad, refused.stderr)
     defaults = {d["kind"] for d in render()}
     everything = {d["kind"] for d in render(ALL_ON)}
     assert {

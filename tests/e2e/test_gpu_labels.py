@@ -322,6 +322,8 @@ async def test_topology_gpu_nodes_carry_verified_labels(
     )
 
     # "A100 or H100 with more than 40 GiB": the real scheduler uses p4de and p5, never p4d.
+    # (The issue wrote `Gt 40959`, which admits p4d's 40960 from its own table; `Gt 40960`
+    # is what "only p4de or p5" needs.)
     await place_and_check(api, namespace, {}, "Gt", "40960", {"gpu-c-p4de", "gpu-a-p5"})
 
     # GFD first: NVML's figures where GFD runs; the p4d has no GFD labels and falls back.
