@@ -85,6 +85,14 @@ def apply(cluster: LocalCluster, doc: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", objects=[doc])
 
 
+def apply_namespace_policy(
+    cluster: LocalCluster, policies: list[str], name: str, namespace: str, **spec: Any
+) -> None:
+    """Apply a policy over one namespace, named in `policies` so the fixture deletes it."""
+    policies.append(name)
+    apply(cluster, namespace_policy(name, namespace, **spec))
+
+
 def get_json(cluster: LocalCluster, *args: str) -> Any:
     # kubectl hides managedFields unless asked; tests read them to tell who wrote what.
     return json.loads(cluster.kubectl("get", *args, "-o", "json", "--show-managed-fields"))

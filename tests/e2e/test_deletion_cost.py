@@ -26,7 +26,7 @@ from localcluster.operator_process import OperatorProcess
 from schedpolicy import explain
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
-from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+from tests.e2e.pools import Pool, apply_namespace_policy, get_json
 
 pytestmark = pytest.mark.e2e
 CAPACITY = "karpenter.sh/capacity-type"
@@ -109,14 +109,12 @@ async def test_writing_a_cost_keeps_every_other_annotation(
     doc["spec"]["template"]["metadata"]["annotations"] = kept
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
     await ready_pods(api, namespace, "app=app", 2)
-    policies.append(f"keep-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"keep-{namespace}",
-            namespace,
-            deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
-        ),
+        policies,
+        f"keep-{namespace}",
+        namespace,
+        deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
     )
 
     pods = await wait_for_costs(api, kube, namespace, lambda p: "-100")
@@ -144,18 +142,16 @@ async def test_take_over_then_give_back_when_unmatched_or_deleted(
 
     # takeOver: the cost someone else set is ours to keep right too.
     name = f"takeover-{namespace}"
-    policies.append(name)
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            name,
-            namespace,
-            podSelector={"matchLabels": {"costed": "yes"}},
-            deletionCost={
-                "takeOver": True,
-                "signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}],
-            },
-        ),
+        policies,
+        name,
+        namespace,
+        podSelector={"matchLabels": {"costed": "yes"}},
+        deletionCost={
+            "takeOver": True,
+            "signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}],
+        },
     )
     await wait_for_costs(api, kube, namespace, lambda p: "-100")
     taken = get_json(cluster, "pod", first, "-n", namespace)
@@ -209,16 +205,14 @@ async def test_spot_pods_go_first(
     pool.create(*(pool.node(f"od{i}", pods="1", labels={CAPACITY: "on-demand"}) for i in range(3)))
     spot_nodes = {n.name for n in spot}
     before = await start(api, namespace, 6, pool)
-    policies.append(f"spot-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"spot-{namespace}",
-            namespace,
-            deletionCost={
-                "signals": [{"type": "CapacityType", "capacityType": {"spot": -100, "onDemand": 0}}]
-            },
-        ),
+        policies,
+        f"spot-{namespace}",
+        namespace,
+        deletionCost={
+            "signals": [{"type": "CapacityType", "capacityType": {"spot": -100, "onDemand": 0}}]
+        },
     )
 
     before = await wait_for_costs(
@@ -280,17 +274,15 @@ async def test_emptiest_node_is_emptied_first(
     before = await ready_pods(api, namespace, "app=app", 6)
     assert Counter(p.spec.node_name for p in before) == {empty.name: 2, mid.name: 2, full.name: 2}
 
-    policies.append(f"consolidate-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"consolidate-{namespace}",
-            namespace,
-            deletionCost={
-                "bucket": 10,
-                "signals": [{"type": "NodeConsolidation", "nodeConsolidation": {"points": 1000}}],
-            },
-        ),
+        policies,
+        f"consolidate-{namespace}",
+        namespace,
+        deletionCost={
+            "bucket": 10,
+            "signals": [{"type": "NodeConsolidation", "nodeConsolidation": {"points": 1000}}],
+        },
     )
     # Fill = requested CPU / 4 CPUs: 0.2/4, (1.5+0.2)/4 and (3+0.2)/4.
     expected = {empty.name: "50", mid.name: "420", full.name: "800"}
@@ -325,14 +317,12 @@ async def test_crowded_zone_loses_replicas(
         "us-east-1c": 2,
     }
 
-    policies.append(f"zones-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"zones-{namespace}",
-            namespace,
-            deletionCost={"signals": [{"type": "ZoneBalance"}]},
-        ),
+        policies,
+        f"zones-{namespace}",
+        namespace,
+        deletionCost={"signals": [{"type": "ZoneBalance"}]},
     )
     # In the crowded zone, pods rank by age: the two oldest are level with the other zones,
     # the three newer ones stand 1, 2 and 3 pods above them.
@@ -389,18 +379,16 @@ async def test_warm_pods_survive(
             },
         )
 
-    policies.append(f"warm-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"warm-{namespace}",
-            namespace,
-            deletionCost={
-                "signals": [
-                    {"type": "PodCondition", "podCondition": {"conditionType": WARM, "points": 800}}
-                ]
-            },
-        ),
+        policies,
+        f"warm-{namespace}",
+        namespace,
+        deletionCost={
+            "signals": [
+                {"type": "PodCondition", "podCondition": {"conditionType": WARM, "points": 800}}
+            ]
+        },
     )
     before = await wait_for_costs(
         api, kube, namespace, lambda p: "800" if p.metadata.name in warm else "0"
@@ -449,26 +437,24 @@ async def test_busy_pods_survive_and_bad_samples_change_nothing(
             {"metadata": {"annotations": {SAMPLE: _sample(value, p.metadata.uid, now)}}},
         )
 
-    policies.append(f"busy-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"busy-{namespace}",
-            namespace,
-            deletionCost={
-                "minUpdateIntervalSeconds": 0,
-                "signals": [
-                    {
-                        "type": "Metric",
-                        "metric": {
-                            "annotation": {"key": SAMPLE},
-                            "maxAgeSeconds": 600,
-                            "bands": [{"min": 0, "points": 0}, {"min": 100, "points": 900}],
-                        },
-                    }
-                ],
-            },
-        ),
+        policies,
+        f"busy-{namespace}",
+        namespace,
+        deletionCost={
+            "minUpdateIntervalSeconds": 0,
+            "signals": [
+                {
+                    "type": "Metric",
+                    "metric": {
+                        "annotation": {"key": SAMPLE},
+                        "maxAgeSeconds": 600,
+                        "bands": [{"min": 0, "points": 0}, {"min": 100, "points": 900}],
+                    },
+                }
+            ],
+        },
     )
     pods = await wait_for_costs(
         api, kube, namespace, lambda p: "900" if p.metadata.name in busy else "0"
@@ -535,19 +521,17 @@ async def test_restart_makes_no_writes(
     )
     spot = pool.nodes[0].name
     await start(api, namespace, 6, pool)
-    policies.append(f"restart-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"restart-{namespace}",
-            namespace,
-            deletionCost={
-                "signals": [
-                    {"type": "CapacityType", "capacityType": {"spot": -300}},
-                    {"type": "NodeConsolidation"},
-                ]
-            },
-        ),
+        policies,
+        f"restart-{namespace}",
+        namespace,
+        deletionCost={
+            "signals": [
+                {"type": "CapacityType", "capacityType": {"spot": -300}},
+                {"type": "NodeConsolidation"},
+            ]
+        },
     )
     await wait_for_costs(
         api, kube, namespace, lambda p: "-300" if p.spec.node_name == spot else "0"
@@ -646,29 +630,27 @@ async def test_metric_scraped_from_pod_endpoint(
     for ip in answers:
         await web.TCPSite(runner, ip, port).start()
     try:
-        policies.append(f"scrape-{namespace}")
-        apply(
+        apply_namespace_policy(
             cluster,
-            namespace_policy(
-                f"scrape-{namespace}",
-                namespace,
-                deletionCost={
-                    "minUpdateIntervalSeconds": 0,
-                    "signals": [
-                        {
-                            "type": "Metric",
-                            "metric": {
-                                "prometheus": {
-                                    "port": port,
-                                    "metric": "conns",
-                                    "timeoutSeconds": 0.5,
-                                },
-                                "bands": [{"min": 0, "points": 0}, {"min": 50, "points": 600}],
+            policies,
+            f"scrape-{namespace}",
+            namespace,
+            deletionCost={
+                "minUpdateIntervalSeconds": 0,
+                "signals": [
+                    {
+                        "type": "Metric",
+                        "metric": {
+                            "prometheus": {
+                                "port": port,
+                                "metric": "conns",
+                                "timeoutSeconds": 0.5,
                             },
-                        }
-                    ],
-                },
-            ),
+                            "bands": [{"min": 0, "points": 0}, {"min": 50, "points": 600}],
+                        },
+                    }
+                ],
+            },
         )
         await wait_for_costs(
             api, kube, namespace, lambda p: "600" if p.metadata.name == busy.metadata.name else "0"

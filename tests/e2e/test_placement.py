@@ -20,7 +20,7 @@ from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
-from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 
 pytestmark = pytest.mark.e2e
 SCHEDULER = "schedpolicy-scheduler"
@@ -255,10 +255,8 @@ async def test_cpu_pods_avoid_gpu_nodes(
     )
     cpu_node = pool.node("cpu", cpu="64", pods="50")
     pool.create(gpu_node, cpu_node)
-    policies.append(f"avoid-{namespace}")
-    apply(
-        cluster,
-        namespace_policy(f"avoid-{namespace}", namespace, placement={"avoidGPUNodes": True}),
+    apply_namespace_policy(
+        cluster, policies, f"avoid-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     await asyncio.sleep(1)  # the webhook learns the policy from its watch
     core = client.CoreV1Api(api)
@@ -279,10 +277,8 @@ async def test_explicit_scheduler_is_left_alone(
     operator: OperatorProcess,
     policies: list[str],
 ) -> None:
-    policies.append(f"other-{namespace}")
-    apply(
-        cluster,
-        namespace_policy(f"other-{namespace}", namespace, placement={"avoidGPUNodes": True}),
+    apply_namespace_policy(
+        cluster, policies, f"other-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     await asyncio.sleep(1)
     core = client.CoreV1Api(api)
@@ -306,9 +302,8 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     policies: list[str],
 ) -> None:
     pool.create(pool.node("open", cpu="8"))
-    policies.append(f"open-{namespace}")
-    apply(
-        cluster, namespace_policy(f"open-{namespace}", namespace, placement={"avoidGPUNodes": True})
+    apply_namespace_policy(
+        cluster, policies, f"open-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     core = client.CoreV1Api(api)
 

@@ -18,7 +18,7 @@ from localcluster import ClusterError, LocalCluster
 from localcluster.controlplane import free_port
 from schedpolicy.kube import COST_ANNOTATION
 from tests.e2e.kubeobjects import deployment, ready_pods, wait_until
-from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start
 
 SAMPLE = "schedpolicy.io/metric"
@@ -217,14 +217,12 @@ async def test_a_cost_set_by_someone_else_is_left_alone(
     cluster.kubectl(
         "annotate", "pod", theirs.metadata.name, "-n", namespace, f"{COST_ANNOTATION}=777"
     )
-    policies.append(f"foreign-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"foreign-{namespace}",
-            namespace,
-            deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
-        ),
+        policies,
+        f"foreign-{namespace}",
+        namespace,
+        deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
     )
     start_operator(f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1")
 

@@ -24,7 +24,7 @@ from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.webhook import LoopbackWebhook
 from schedpolicy.kube import COST_ANNOTATION
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
-from tests.e2e.pools import Pool, apply, get_json, namespace_policy
+from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start, converged, snapshot_costs
 
 CAPACITY = "karpenter.sh/capacity-type"
@@ -67,14 +67,12 @@ def cost_policy(
     cluster: LocalCluster, policies: list[str], name: str, namespace: str, **cost: Any
 ) -> None:
     """Apply a deletion-cost policy over the namespace (removed after the test)."""
-    policies.append(name)
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            name,
-            namespace,
-            deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS, **cost},
-        ),
+        policies,
+        name,
+        namespace,
+        deletionCost={"minUpdateIntervalSeconds": 0, "signals": SIGNALS, **cost},
     )
 
 
@@ -322,19 +320,17 @@ async def test_uid_race_gives_the_new_pod_no_stale_cost(
     }
     owner = await client.AppsV1Api(api).create_namespaced_replica_set(namespace, rs)
     (old,) = await ready_pods(api, namespace, "app=racer", 1)
-    policies.append(f"race-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"race-{namespace}",
-            namespace,
-            deletionCost={
-                "minUpdateIntervalSeconds": 30,
-                "signals": [
-                    {"type": "PodCondition", "podCondition": {"conditionType": WARM, "points": 800}}
-                ],
-            },
-        ),
+        policies,
+        f"race-{namespace}",
+        namespace,
+        deletionCost={
+            "minUpdateIntervalSeconds": 30,
+            "signals": [
+                {"type": "PodCondition", "podCondition": {"conditionType": WARM, "points": 800}}
+            ],
+        },
     )
     start_operator("--verbose")
 
@@ -503,15 +499,13 @@ async def test_webhook_down_pods_are_created_and_costed_later(
 ) -> None:
     pool.create(pool.node("wh", labels={CAPACITY: "spot"}))
     webhook = LoopbackWebhook(cluster, tmp_path, f"down-{pool.tag}")
-    policies.append(f"down-{namespace}")
-    apply(
+    apply_namespace_policy(
         cluster,
-        namespace_policy(
-            f"down-{namespace}",
-            namespace,
-            placement={"avoidGPUNodes": True},
-            deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
-        ),
+        policies,
+        f"down-{namespace}",
+        namespace,
+        placement={"avoidGPUNodes": True},
+        deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
     )
     operator = start_operator(*webhook.operator_args())
     webhook.register()
