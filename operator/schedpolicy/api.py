@@ -410,7 +410,10 @@ class GPULabels(Model):
         max_length=3,
         description="Where GPU facts come from, first match wins: Inventory (entries below),"
         " GPUFeatureDiscovery (NVIDIA GFD's nvidia.com/gpu.product and nvidia.com/gpu.memory),"
-        " InstanceType (a built-in table of cloud instance types).",
+        " InstanceType (a built-in table of EC2 instance types). A source whose input would"
+        " make the labels lie (memory in no plausible unit, an invalid MIG state, more devices"
+        " than the instance type has cards) refuses, and the node's GPULabelRefused Event says"
+        " why.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     inventory: list[InventoryEntry] | None = Field(

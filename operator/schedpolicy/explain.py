@@ -211,6 +211,10 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
             "explanation": list(decision.explanation),
             "disagreements": list(decision.disagreements),
             "refused": decision.error,
+            "refusals": [
+                {"source": r.source, "reason": r.reason, "message": r.message}
+                for r in decision.refusals
+            ],
         },
         "current": {k: record.labels.get(k) for k in keys},
         "owned": sorted(parse_owned(node["metadata"].get("annotations") or {})),
@@ -353,6 +357,10 @@ def render_node(out: Mapping[str, Any]) -> str:
         lines += [f"  disagreement: {d}" for d in decision["disagreements"]]
         if decision["refused"]:
             lines.append(f"  refused: {decision['refused']}")
+        lines += [
+            f"  refused by {r['source']} ({r['reason']}): {r['message']}"
+            for r in decision["refusals"]
+        ]
     rows = [["LABEL", "WANTED", "CURRENT", "SET BY"]]
     wanted = decision["labels"] if decision else {}
     for key in sorted(set(wanted) | set(out["current"])):

@@ -73,20 +73,34 @@ class LabelSync:
         return not outcome.plan.empty and name not in self._written
 
     async def report(self, name: str) -> None:
-        """Post each conflict or source disagreement on the node once while it lasts; one
-        that goes away and comes back is new again."""
+        """Post each conflict, source disagreement or refusal on the node once while it
+        lasts; one that goes away and comes back is new again, and counted again."""
         node, outcome = self.view.nodes.get(name), self.outcomes.get(name)
         if node is None or outcome is None:
             return
-        messages = [("LabelConflict", m) for m in outcome.plan.conflicts]
-        if outcome.decision is not None:
-            messages += [("GPUSourcesDisagree", m) for m in outcome.decision.disagreements]
-            if outcome.decision.error:
-                messages.append(("LabelPrefixRefused", outcome.decision.error))
+        decision = outcome.decision
+        # (Event reason, message, refusal reason for the counter)
+        messages: list[tuple[str, str, str | None]] = [
+            ("LabelConflict", m, None) for m in outcome.plan.conflicts
+        ]
+        if decision is not None:
+            messages += [("GPUSourcesDisagree", m, None) for m in decision.disagreements]
+            if decision.error:
+                messages.append(("LabelPrefixRefused", decision.error, None))
+            messages += [
+                (
+                    "GPULabelRefused",
+                    f"no GPU labels: {r.source} refused ({r.reason}): {r.message}",
+                    r.reason,
+                )
+                for r in decision.refusals
+            ]
         posted = self._reported[name]
-        self._reported[name] = {message for _, message in messages}
-        for reason, message in messages:
+        self._reported[name] = {message for _, message, _ in messages}
+        for reason, message, refusal in messages:
             if message not in posted:
+                if refusal is not None:
+                    metrics.GPU_LABEL_REFUSALS.labels(reason=refusal).inc()
                 await self.warn(ObjectRef("v1", "Node", node.name, node.uid), reason, message)
 
     async def write(self, name: str, policies: list[matching.Policy]) -> None:
@@ -126,7 +140,7 @@ class LabelSync:
                 continue
             desired = outcome.decision.labels
             if not desired:
-                if outcome.decision.error:
+                if outcome.decision.error or outcome.decision.refusals:
                     unlabelled["refused"] += 1
                 elif node.allocatable_gpus <= 0:
                     unlabelled["no-allocatable-gpus"] += 1

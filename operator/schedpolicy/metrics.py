@@ -35,6 +35,13 @@ NODE_LABEL_WRITES = Counter(
     " not-found, error.",
     ["result"],
 )
+GPU_LABEL_REFUSALS = Counter(
+    "schedpolicy_gpu_label_refusals_total",
+    "GPU nodes left without labels because a source's input would make them lie, counted once"
+    " per node each time it starts, by reason: memory-implausible, unknown-model, mig-invalid,"
+    " mig-devices, more-devices-than-cards, sharing-unknown.",
+    ["reason"],
+)
 RECONCILE_SECONDS = Histogram(
     "schedpolicy_reconcile_duration_seconds",
     "Time to recompute the costs of the pods a batch of changes affected.",
@@ -69,7 +76,8 @@ def set_pending(waiting: Mapping[str, int], schedulers: Iterable[str]) -> None:
 GPU_NODES_UNLABELLED = Gauge(
     "schedpolicy_gpu_nodes_unlabelled",
     "Nodes a nodeLabels policy selects that carry none of its labels, by reason:"
-    " no-allocatable-gpus, unknown-gpu (no source knows it), refused (reserved prefix).",
+    " no-allocatable-gpus, unknown-gpu (no source knows it), refused (a source refused its"
+    " input, or the label prefix is reserved).",
     ["reason"],
 )
 
