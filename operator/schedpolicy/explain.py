@@ -6,6 +6,7 @@ the operator does."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -115,6 +116,8 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
         },
         "stored": {
             "value": stored,
+            # What the ReplicaSet controller ranks by: 0 for text its parser refuses.
+            "readAs": ranking.read_deletion_cost(stored),
             "ours": ours,
             "writtenAt": _our_write_time(meta) if ours else None,
         },
@@ -230,7 +233,6 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
 async def simulate_scale_down(
     kube: Kube, ref: str, replicas: int, now: datetime | None = None
 ) -> dict[str, Any]:
-    now = now or datetime.now(UTC)
     namespace, name = split(ref, "deployment")
     deploy = await _get(
         kube, f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}", f"deployment {ref}"
@@ -259,13 +261,23 @@ async def simulate_scale_down(
 
     related = [p for p in pods if owner(p) in rs_uids]
     mine = [p for p in related if owner(p) == current["metadata"]["uid"] and ranking.is_active(p)]
-    result = ranking.scale_down(ranking.rank_pods(mine, related), replicas, now)
+    # The controller's clock has nanoseconds, and so does the ranking's log2 age scale.
+    nanos = ranking.to_nanos(now) if now is not None else time.time_ns()
+    result = ranking.scale_down(ranking.rank_pods(mine, related), replicas, nanos)
+    uncertainty = result.uncertainty
     return {
         "deployment": ref,
         "replicaSet": current["metadata"]["name"],
         "from": len(mine),
         "to": replicas,
         "certain": result.certain,
+        "uncertain": None
+        if uncertainty is None
+        else {
+            "candidates": [p.name for p in uncertainty.candidates],
+            "deleted": uncertainty.deleted,
+            "why": uncertainty.why,
+        },
         "deleted": [_row(i + 1, v.pod, v.reason) for i, v in enumerate(result.victims)],
         "kept": [_row(len(result.victims) + i + 1, p, "") for i, p in enumerate(result.survivors)],
     }
@@ -330,6 +342,8 @@ def render_pod(out: Mapping[str, Any]) -> str:
     )
     value = stored["value"] if stored["value"] is not None else "(none)"
     lines.append(f"Stored:    {value}  (written by {owner})")
+    if stored["value"] is not None and str(stored["readAs"]) != stored["value"]:
+        lines.append(f"           the ReplicaSet controller reads it as {stored['readAs']}")
     write = out["write"]
     if write["pending"]:
         when = f", rate-limited until {write['notBefore']}" if write.get("rateLimited") else ""
@@ -414,9 +428,12 @@ def render_simulation(out: Mapping[str, Any]) -> str:
         f"Scaling {out['deployment']} (ReplicaSet {out['replicaSet']})"
         f" from {out['from']} to {out['to']} deletes {len(out['deleted'])} pods:"
     )
-    tail = (
-        ""
-        if out["certain"]
-        else "\nNote: the last deleted and first kept pods tie; the controller picks either."
-    )
+    tail = ""
+    if not out["certain"]:
+        doubt = out["uncertain"]
+        tail = (
+            f"\nUncertain: the controller deletes {doubt['deleted']} of"
+            f" {', '.join(doubt['candidates'])}, and which depends on the order it lists them"
+            f" ({doubt['why']})."
+        )
     return f"{head}\n{table(rows)}{tail}"

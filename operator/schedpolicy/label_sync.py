@@ -127,7 +127,12 @@ class LabelSync:
             return
         metrics.NODE_LABEL_WRITES.labels(result="ok").inc()
         log.info("node %s: set %s, removed %s", name, dict(plan.set), list(plan.remove))
-        self._written[name] = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        # The watch can deliver the echo before the patch's response arrives; waiting for an
+        # echo already seen would hold every later write to this node.
+        seen = self.view.nodes.get(name)
+        if seen is None or _rv(seen.resource_version) < _rv(version):
+            self._written[name] = version
 
     def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
         """Per policy: nodes carrying exactly its labels, and label conflicts."""

@@ -14,21 +14,68 @@ Kubernetes 1.35, with LogarithmicScaleDown on, its default): a pod goes first wh
 8. created more recently, on the same log2 scale, then UID order.
 
 Pods equal on all of these are a tie the controller breaks arbitrarily (Go's sort is not
-stable), so a prediction whose cut falls inside a tie is reported as uncertain.
+stable). Worse, this comparison is not transitive: two pods ready in the same second skip
+rule 6 and are ordered by restarts, while each of them against a third pod, ready a second
+apart on the same log2 scale, is ordered by UID, and the three can form a cycle. Go's
+`sort.Sort` then returns a victim that depends on the order the informer listed the pods.
+`scale_down` finds the groups of pods whose relative order no listing can fix (the strongly
+connected components of "may come before"), and a cut that falls inside one is uncertain,
+with the group named and the rules that tie it.
+
+Times are integer nanoseconds since the epoch, as upstream's `metav1.Now()` and its
+`time.Duration` ages are, and the log2 scale is computed the way Go's `math.Log2` does.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 _PHASE = {"Pending": 0, "Unknown": 1, "Running": 2}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_INT32 = range(-(2**31), 2**31)
+
+
+def read_deletion_cost(value: str | None) -> int:
+    """The pod-deletion-cost as the ReplicaSet controller reads it, 0 when it cannot.
+
+    Upstream (`GetDeletionCostFromPodAnnotations`) refuses a first character other than
+    `-` or 1-9 (so `+5` and `007`, but a lone `0` is fine), then `strconv.ParseInt(v, 10,
+    32)`: ASCII digits after an optional sign, no spaces, no underscores, within int32.
+    """
+    if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return 0
+    digits = value[1:] if value[0] == "-" else value
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return 0
+    number = int(value)
+    return number if number in _INT32 else 0
+
+
+def to_nanos(t: datetime) -> int:
+    """Exact nanoseconds since the epoch (a datetime holds microseconds at most)."""
+    delta = t - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def parse_time(value: Any) -> int | None:
+    """An RFC 3339 timestamp to nanoseconds since the epoch, fraction kept to the nanosecond."""
+    if not value:
+        return None
+    text = str(value).replace("Z", "+00:00")
+    whole, dot, rest = text.partition(".")
+    if not dot:
+        return to_nanos(datetime.fromisoformat(text))
+    fraction = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+    zone = rest[len(fraction) :]
+    return to_nanos(datetime.fromisoformat(whole + zone)) + int(fraction[:9].ljust(9, "0"))
 
 
 @dataclass(frozen=True)
@@ -40,24 +87,9 @@ class RankedPod:
     ready: bool
     cost: int
     rank: int  # active pods of the same owner on this pod's node
-    ready_since: datetime | None
+    ready_since: int | None  # nanoseconds since the epoch
     restarts: tuple[int, int]  # regular, sidecar
-    created: datetime | None
-
-
-def _time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
-def _cost(annotations: Mapping[str, str]) -> int:
-    # Upstream ignores an unparsable or out-of-range value and uses 0.
-    try:
-        value = int(annotations.get(COST_ANNOTATION, "0"))
-    except ValueError:
-        return 0
-    return value if -(2**31) <= value < 2**31 else 0
+    created: int | None  # nanoseconds since the epoch
 
 
 def is_active(pod: Mapping[str, Any]) -> bool:
@@ -65,11 +97,11 @@ def is_active(pod: Mapping[str, Any]) -> bool:
     return phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
 
 
-def _ready(pod: Mapping[str, Any]) -> tuple[bool, datetime | None]:
+def _ready(pod: Mapping[str, Any]) -> tuple[bool, int | None]:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-            return ready, _time(cond.get("lastTransitionTime")) if ready else None
+            return ready, parse_time(cond.get("lastTransitionTime")) if ready else None
     return False, None
 
 
@@ -112,23 +144,35 @@ def rank_pods(
                 node=node,
                 phase=(pod.get("status") or {}).get("phase") or "Pending",
                 ready=ready,
-                cost=_cost(meta.get("annotations") or {}),
+                cost=read_deletion_cost((meta.get("annotations") or {}).get(COST_ANNOTATION)),
                 rank=on_node[node],
                 ready_since=since,
                 restarts=_restarts(pod),
-                created=_time(meta.get("creationTimestamp")),
+                created=parse_time(meta.get("creationTimestamp")),
             )
         )
     return out
 
 
-def _log_rank(t: datetime, now: datetime) -> int:
-    nanos = (now - t).total_seconds() * 1e9
-    return int(math.log2(nanos)) if nanos > 0 else -1
+_INV_LN2 = 1 / math.log(2)
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_rank(t: int, now: int) -> int:
+    """int64(math.Log2(float64(now - t))), -1 for an age that is not positive; Go's Log2
+    splits off the exponent first, and so does this, to land on the same side of a power of
+    two."""
+    age = now - t
+    if age <= 0:
+        return -1
+    fraction, exponent = math.frexp(float(age))
+    if fraction == 0.5:
+        return exponent - 1
+    return int(math.log(fraction) * _INV_LN2 + exponent)
 
 
 def _by_age(
-    a: datetime | None, b: datetime | None, now: datetime, ua: str, ub: str, what: str
+    a: int | None, b: int | None, now: int, ua: str, ub: str, what: str
 ) -> tuple[int, str] | None:
     """Newer first; ages on the same log2 scale fall back to UID order."""
     if a == b:
@@ -144,7 +188,7 @@ def _by_age(
     return (-1 if diff < 0 else 1), f"more recently {what}"
 
 
-def compare(a: RankedPod, b: RankedPod, now: datetime) -> tuple[int, str]:
+def compare(a: RankedPod, b: RankedPod, now: int) -> tuple[int, str]:
     """(-1, why) if `a` is deleted before `b`, (1, why) if after, (0, 'tie')."""
     if a.node != b.node and (not a.node or not b.node):
         return (-1 if not a.node else 1), "not scheduled"
@@ -175,23 +219,111 @@ class Victim:
 
 
 @dataclass(frozen=True)
+class Uncertainty:
+    """The cut falls inside a group of pods that no listing order can put in one order."""
+
+    candidates: tuple[RankedPod, ...]  # the group: any of them may be deleted
+    deleted: int  # how many of the group go
+    why: str  # the pairwise rules that tie the group together
+
+
+@dataclass(frozen=True)
 class ScaleDown:
     victims: tuple[Victim, ...]
     survivors: tuple[RankedPod, ...]
-    certain: bool  # False when the cut falls inside a tie
+    uncertainty: Uncertainty | None = None
+
+    @property
+    def certain(self) -> bool:
+        return self.uncertainty is None
 
 
-def scale_down(pods: Sequence[RankedPod], replicas: int, now: datetime) -> ScaleDown:
-    def order(a: RankedPod, b: RankedPod) -> int:
-        return compare(a, b, now)[0]
+class _Relation:
+    """Every pair compared once: `before[i][j]` when pod i is deleted before pod j."""
 
-    ordered = sorted(pods, key=functools.cmp_to_key(order))
+    def __init__(self, pods: Sequence[RankedPod], now: int) -> None:
+        self.pods = pods
+        n = len(pods)
+        self.before = [[False] * n for _ in range(n)]
+        self.why: dict[tuple[int, int], str] = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                sign, why = compare(pods[i], pods[j], now)
+                if sign < 0:
+                    self.before[i][j] = True
+                elif sign > 0:
+                    self.before[j][i] = True
+                self.why[(i, j)] = self.why[(j, i)] = why
+
+    def order(self) -> tuple[list[int], list[int]]:
+        """The pods in an order Go's sort may return, and the start of each group in it.
+
+        Sorting by how many pods come strictly before each one puts every group after all
+        pods of earlier groups (all of those come before each of its pods, and fewer of its
+        own). A group ends where every pod so far comes before every pod after.
+        """
+        n = len(self.pods)
+        ahead = [sum(self.before[k][i] for k in range(n)) for i in range(n)]
+        order = sorted(range(n), key=lambda i: (ahead[i], self.pods[i].uid))
+        # reach[p]: the first position whose pod does not come before the pod at p.
+        reach = [
+            next(q for q in range(p + 1) if not self.before[order[q]][order[p]]) for p in range(n)
+        ]
+        starts, lowest = [], n
+        for p in range(n - 1, -1, -1):
+            lowest = min(lowest, reach[p])
+            if lowest == p:
+                starts.append(p)
+        return order, starts[::-1]
+
+    def cycle(self, group: Sequence[int]) -> str:
+        """Why `group` has no order: a round trip of 'may come before' through it."""
+        members = set(group)
+        if all(not self.before[i][j] for i in group for j in group):
+            names = ", ".join(self.pods[i].name for i in group)
+            return f"{names} are equal on every criterion up to the UID"
+        start = group[0]
+        came_from: dict[int, int] = {}
+        queue, last = deque([start]), start
+        while queue:
+            i = queue.popleft()
+            if i != start and not self.before[start][i]:
+                last = i  # i may come before start: the way back closes the round trip
+                break
+            # Strict steps first, so that the story is told in rules where it can be.
+            for j in sorted(members - {i, start}, key=lambda j: (not self.before[i][j], j)):
+                if j not in came_from and not self.before[j][i]:
+                    came_from[j] = i
+                    queue.append(j)
+        path = [last]
+        while path[-1] != start:
+            path.append(came_from[path[-1]])
+        path = [*reversed(path), start]
+        steps = []
+        for i, j in itertools.pairwise(path):
+            a, b = self.pods[i].name, self.pods[j].name
+            if self.before[i][j]:
+                steps.append(f"{a} before {b} by {self.why[(i, j)]}")
+            else:
+                steps.append(f"{a} and {b} tie")
+        return "; ".join(steps)
+
+
+def scale_down(pods: Sequence[RankedPod], replicas: int, now: int) -> ScaleDown:
+    relation = _Relation(pods, now)
+    positions, starts = relation.order()
+    ordered = [pods[i] for i in positions]
     cut = max(0, len(ordered) - replicas)
     victims, survivors = ordered[:cut], ordered[cut:]
-    certain = not (victims and survivors and compare(victims[-1], survivors[0], now)[0] == 0)
+    uncertainty = None
+    if 0 < cut < len(ordered) and cut not in starts:
+        lo = max(s for s in starts if s < cut)
+        hi = min((s for s in starts if s > cut), default=len(ordered))
+        group = positions[lo:hi]
+        uncertainty = Uncertainty(tuple(pods[i] for i in group), cut - lo, relation.cycle(group))
     first = survivors[0] if survivors else None
     explained = tuple(
         Victim(p, compare(p, first, now)[1] if first is not None else "every pod goes")
         for p in victims
     )
-    return ScaleDown(explained, tuple(survivors), certain)
+    return ScaleDown(explained, tuple(survivors), uncertainty)

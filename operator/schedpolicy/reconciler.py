@@ -501,7 +501,9 @@ class Reconciler:
         self._failures.pop(uid, None)
         self._transient.pop(uid, None)
         version = str(stored.get("metadata", {}).get("resourceVersion", ""))
-        self._written[uid] = Written(plan.value if plan.action == "write" else None, version)
+        seen = self.view.pods.get(uid)
+        if seen is None or _rv(seen.resource_version) < _rv(version):  # echo not seen yet
+            self._written[uid] = Written(plan.value if plan.action == "write" else None, version)
 
     async def _transient_failure(self, uid: str, why: str) -> None:
         """Retry a write that failed for a passing reason; one Event when it keeps failing."""

@@ -473,7 +473,7 @@ async def test_real_gfd_output_labels_right_or_not_at_all(
     for key, reason in refused.items():
         node = name[key]
         events = wait_until(
-            lambda node=node: node_events(cluster, node, "GPULabelRefused"),  # type: ignore[misc]
+            lambda node=node: node_events(cluster, node, "GPULabelRefused") or None,  # type: ignore[misc]
             within=60,
             what=f"a GPULabelRefused Event on {key}",
         )

@@ -7,6 +7,7 @@ compares the deleted pods with the prediction.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -179,3 +180,27 @@ async def test_same_creation_second(scenario: Scenario, kube: Kube) -> None:
     for i, pod in enumerate(pods):
         await scenario.status(pod.metadata.name, "True", base - timedelta(seconds=i))
     await check(scenario, kube, 2, "ready on the same log scale: UID order")
+
+
+async def test_order_dependent_cycle(scenario: Scenario, kube: Kube) -> None:
+    """Upstream's comparison is not transitive: a and b ready in the same second (a restarted
+    once), c a second later on the same log2 scale, UIDs b < c < a. Which one goes depends on
+    the order the controller's informer lists them; simulate says so and names all three."""
+    scenario.node("a")
+    pods = await scenario.deploy(3)
+    b, c, a = sorted(pods, key=lambda p: p.metadata.uid)
+    since = datetime.now(UTC) - timedelta(seconds=100)  # ~100 s old: one log2 bucket
+    await scenario.status(a.metadata.name, "True", since, restarts=1)
+    await scenario.status(b.metadata.name, "True", since)
+    await scenario.status(c.metadata.name, "True", since + timedelta(seconds=1))
+    await asyncio.sleep(1)  # the controller's informer sees the statuses before the scale
+    _, deleted, prediction = await predict_and_scale(scenario, kube, 2)
+    assert not prediction["certain"], prediction
+    doubt = prediction["uncertain"]
+    names = {a.metadata.name, b.metadata.name, c.metadata.name}
+    assert set(doubt["candidates"]) == names
+    assert doubt["deleted"] == 1
+    assert f"{a.metadata.name} before {b.metadata.name} by more restarts" in doubt["why"]
+    assert doubt["why"].count("UID order") == 2
+    assert len(deleted) == 1
+    assert deleted <= names

@@ -60,3 +60,61 @@ def test_a_refusal_is_posted_and_counted_once_while_it_lasts() -> None:
     asyncio.run(see(invalid))  # it came back: posted and counted again
     assert [r for r, _ in posted] == ["GPULabelRefused", "GPULabelRefused"]
     assert refusals("mig-invalid") == before + 2
+
+
+def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
+    """The watch may show our patch before the patch call returns; the next change to the
+    node must still be written."""
+    view = decisions.build_view(policies=[POLICY])
+    labelled = node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"})
+    view.upsert_node(labelled)
+    patches: list[dict[str, Any]] = []
+
+    class EchoFirst:
+        async def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+            patches.append(patch)
+            version = str(len(patches) + 1)
+            meta = labelled["metadata"]
+            labels = {**meta["labels"], **patch["metadata"].get("labels", {})}
+            annotations = {
+                **meta.get("annotations", {}),
+                **patch["metadata"].get("annotations", {}),
+            }
+            echo = {
+                **labelled,
+                "metadata": {
+                    **meta,
+                    "resourceVersion": version,
+                    "labels": {k: v for k, v in labels.items() if v is not None},
+                    "annotations": {k: v for k, v in annotations.items() if v is not None},
+                    "managedFields": [
+                        {
+                            "manager": "schedpolicy",
+                            "fieldsV1": {
+                                "f:metadata": {"f:labels": {f"f:{k}": {} for k in labels}}
+                            },
+                        }
+                    ],
+                },
+            }
+            labelled.update(echo)
+            view.upsert_node(echo)  # the watch event, applied before the response
+            sync.node_seen(view.nodes["n1"])
+            return echo
+
+    async def warn(ref: ObjectRef, reason: str, message: str) -> None:
+        pass
+
+    sync = LabelSync(EchoFirst(), view, warn)
+
+    async def run() -> None:
+        await sync.write("n1", view.policies())
+        assert len(patches) == 1
+        await sync.write("n1", [])  # no policy now: our labels must come off
+        assert len(patches) == 2
+        assert patches[1]["metadata"]["labels"] == {
+            "schedpolicy.io/gpu-memory-mib": None,
+            "schedpolicy.io/gpu-model": None,
+        }
+
+    asyncio.run(run())
