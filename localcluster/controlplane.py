@@ -490,10 +490,21 @@ class LocalCluster:
 
     def _operator_identity(self) -> None:
         """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""
-        rbac = chart.render("templates/operator/rbac.yaml")
-        self.kubectl("apply", "-f", "-", objects=rbac)
+        rbac = self.apply_operator_rbac()
         (account,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
         self._service_account_kubeconfig(account, "schedpolicy-operator")
+
+    def apply_operator_rbac(self) -> list[dict[str, Any]]:
+        """The chart's operator RBAC, applied as `helm template | kubectl apply` would."""
+        rbac = chart.render("templates/operator/rbac.yaml")
+        self.kubectl("apply", "-f", "-", objects=rbac)
+        return rbac
+
+    def remove_operator_singleton(self) -> None:
+        """Deletes the cluster-scoped RBAC `apply_operator_rbac` made, so that a real `helm
+        install` can hold the product's fixed names (the chart refuses a second holder)."""
+        for kind in ("clusterrolebinding", "clusterrole"):
+            self.kubectl("delete", kind, "schedpolicy", "--ignore-not-found")
 
     def _service_account_kubeconfig(self, account: str, file_stem: str) -> Path:
         token = self.kubectl(

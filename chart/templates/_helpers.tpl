@@ -52,3 +52,29 @@ app.kubernetes.io/component: operator
 {{- define "schedpolicy.webhook.secret" -}}
 {{- printf "%s-webhook-tls" (include "schedpolicy.fullname" .) -}}
 {{- end -}}
+
+{{- /* The product is a cluster singleton: policies, costs, labels and the scheduler name are
+       cluster-wide. The cluster-scoped objects that embody it (the webhook configuration and
+       the controller's ClusterRole and ClusterRoleBinding) get this fixed name, whatever the
+       release is called, so that a second install collides at once. */}}
+{{- define "schedpolicy.singleton" -}}
+schedpolicy
+{{- end -}}
+
+{{- /* Fails the install when another release (or a hand-applied copy) already holds the
+       singleton, naming where it is. `lookup` sees nothing under `helm template`, so this
+       only speaks at install and upgrade time. */}}
+{{- define "schedpolicy.oneReleasePerCluster" -}}
+{{- $name := include "schedpolicy.singleton" . -}}
+{{- $existing := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" $name -}}
+{{- if $existing -}}
+{{- $annotations := $existing.metadata.annotations | default dict -}}
+{{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" -}}
+{{- $release := index $annotations "meta.helm.sh/release-name" | default "" -}}
+{{- if not $namespace -}}
+{{- fail (printf "schedpolicy is already installed in this cluster, without Helm (ClusterRole %q exists); one install per cluster: remove it first (chart README, \"One per cluster\")" $name) -}}
+{{- else if or (ne $namespace .Release.Namespace) (ne $release .Release.Name) -}}
+{{- fail (printf "schedpolicy is already installed in this cluster: release %q in namespace %q; one install per cluster: upgrade that release, or uninstall it first (chart README, \"One per cluster\")" $release $namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -9,6 +9,17 @@ from schedpolicy import hints, matching
 from schedpolicy.cluster import ClusterView
 
 IGNORE_LABEL = "schedpolicy.io/ignore"
+# The chart's own pods, by the labels it gives them: never hinted, even with the ignore label
+# stripped (the scheduler would wait on its own profile).
+PRODUCT_NAME = ("app.kubernetes.io/name", "schedpolicy")
+PRODUCT_COMPONENTS = frozenset({"operator", "scheduler", "webhook"})
+
+
+def is_own_pod(labels: Mapping[str, str]) -> bool:
+    key, name = PRODUCT_NAME
+    return labels.get(key) == name and labels.get("app.kubernetes.io/component") in (
+        PRODUCT_COMPONENTS
+    )
 
 
 def hints_for(
@@ -16,13 +27,14 @@ def hints_for(
 ) -> hints.HintDecision | None:
     """The hints for a pod being created, or None when no policy places it.
 
-    The webhook configuration already skips excluded namespaces and opted-out pods;
-    this checks again, so that a hand-edited configuration cannot make us touch them.
+    The webhook configuration already skips excluded namespaces and opted-out pods (the
+    chart's own pods carry the opt-out label); this checks again, and skips the chart's pods
+    by their labels too, so that a hand-edited configuration or pod cannot make us touch them.
     """
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     labels = meta.get("labels") or {}
-    if namespace in excluded_namespaces or IGNORE_LABEL in labels:
+    if namespace in excluded_namespaces or IGNORE_LABEL in labels or is_own_pod(labels):
         return None
     match = matching.governing_policy(
         view.policies(), "placement", labels, view.namespaces.get(namespace, {})

@@ -30,6 +30,7 @@ ALL_ON = CHART / "ci" / "all-on-values.yaml"
 RELEASE, NAMESPACE = "sp-e2e", "schedpolicy-e2e"
 OPERATOR = f"{RELEASE}-schedpolicy"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{OPERATOR}"
+SINGLETON = "schedpolicy"  # the fixed name of the cluster-scoped objects, whatever the release
 
 
 def helm(*args: str, check: bool = True) -> str:
@@ -172,6 +173,9 @@ def crd_before_install(cluster: LocalCluster, crd: str) -> str:
 
 @pytest.fixture(scope="module")
 def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Iterator[str]:
+    # The local cluster applied the chart's operator RBAC by hand for its own operator
+    # process; the chart refuses to install over that, as it would over any other install.
+    cluster.remove_operator_singleton()
     helm(
         "install",
         RELEASE,
@@ -182,6 +186,15 @@ def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Itera
         f"--kubeconfig={cluster.kubeconfig}",
         "--wait",
         "--timeout=180s",
+    )
+    # The local operator's account keeps the chart's ClusterRole (now the release's) while
+    # the release holds the name, for the tests here that run it.
+    cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        "schedpolicy-local",
+        f"--clusterrole={SINGLETON}",
+        f"--serviceaccount={chart.NAMESPACE}:{SINGLETON}",
     )
     try:
         yield helm(
@@ -202,6 +215,8 @@ def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Itera
             "--wait",
             check=False,
         )
+        cluster.kubectl("delete", "clusterrolebinding", "schedpolicy-local", "--ignore-not-found")
+        cluster.apply_operator_rbac()
 
 
 def test_install_accepts_every_object_and_runs_the_pods(
@@ -257,7 +272,7 @@ def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str)
 def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
     # can-i samples the matrix; this pins the whole of it, so an added verb fails here.
     (role,) = [
-        d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == OPERATOR
+        d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == SINGLETON
     ]
     rules = {
         (group, resource): sorted(rule["verbs"])
@@ -279,6 +294,61 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
     assert all("resourceNames" not in rule for rule in role["rules"])
 
 
+def test_singleton_names_do_not_depend_on_the_release() -> None:
+    for release, namespace in (("a", "one"), ("other-name", "two")):
+        out = helm("template", release, str(CHART), "--namespace", namespace)
+        names = {
+            (d["kind"], d["metadata"]["name"])
+            for d in yaml.safe_load_all(out)
+            if d
+            and d["kind"] in ("MutatingWebhookConfiguration", "ClusterRoleBinding", "ClusterRole")
+        }
+        assert {
+            ("MutatingWebhookConfiguration", SINGLETON),
+            ("ClusterRole", SINGLETON),
+            ("ClusterRoleBinding", SINGLETON),
+        } <= names
+
+
+def test_a_second_install_fails_and_leaves_the_first_untouched(
+    cluster: LocalCluster, installed: str
+) -> None:
+    def versions() -> dict[str, str]:
+        items = json.loads(cluster.kubectl("get", "-f", "-", "-o", "json", input=installed))
+        return {
+            f"{i['kind']}/{i['metadata'].get('namespace', '')}/{i['metadata']['name']}": i[
+                "metadata"
+            ]["resourceVersion"]
+            for i in items["items"]
+        }
+
+    before = versions()
+    second = subprocess.run(
+        [
+            str(binaries.path("helm")),
+            "install",
+            "sp-second",
+            str(CHART),
+            "--namespace",
+            "schedpolicy-second",
+            "--create-namespace",
+            f"--kubeconfig={cluster.kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    try:
+        assert second.returncode != 0
+        assert f'release "{RELEASE}" in namespace "{NAMESPACE}"' in second.stderr, second.stderr
+        assert "one install per cluster" in second.stderr
+        assert versions() == before
+        releases = helm("list", "-A", "-q", f"--kubeconfig={cluster.kubeconfig}").split()
+        assert "sp-second" not in releases
+    finally:
+        cluster.kubectl("delete", "namespace", "schedpolicy-second", "--ignore-not-found")
+
+
 def test_uninstall_removes_everything_but_the_crd(
     cluster: LocalCluster, installed: str, crd: str
 ) -> None:
@@ -296,6 +366,7 @@ def test_uninstall_removes_everything_but_the_crd(
     assert left == []
     # Helm's CRD policy: never deleted, so no admin loses their policies to an uninstall.
     assert cluster.kubectl("get", "crd", crd, "-o", "name").strip()
+    cluster.apply_operator_rbac()  # the local operator's, for the tests after this one
 
 
 # ---- dashboards ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from localcluster import LocalCluster
+from localcluster import LocalCluster, chart
 from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
@@ -353,3 +353,51 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
         within=30,
         what="schedpolicy_pending_pods back to 0 once the scheduler is back",
     )
+
+
+async def test_the_products_own_pods_are_never_hinted(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    policies: list[str],
+) -> None:
+    """Wherever a release runs, its operator and scheduler pods keep the default scheduler:
+    the chart's webhook configuration skips them by their labels, and so does the operator."""
+    apply_namespace_policy(
+        cluster, policies, f"all-{namespace}", namespace, placement={"avoidGPUNodes": True}
+    )
+    await asyncio.sleep(1)  # the webhook learns the policy from its watch
+    rendered = chart.render(
+        "templates/operator/deployment.yaml", "templates/scheduler/deployment.yaml"
+    )
+    templates = {
+        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"][
+            "template"
+        ]["metadata"]["labels"]
+        for d in rendered
+        if d["kind"] == "Deployment"
+    }
+    assert set(templates) == {"operator", "scheduler"}
+    stripped = {k: v for k, v in templates["scheduler"].items() if k != "schedpolicy.io/ignore"}
+    bodies = {
+        "user": {"app": "user"},
+        "operator": templates["operator"],
+        "scheduler": templates["scheduler"],
+        "scheduler-without-opt-out": stripped,
+    }
+    core = client.CoreV1Api(api)
+    created = {}
+    for name, labels in bodies.items():
+        body = {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
+        }
+        created[name] = await core.create_namespaced_pod(namespace, body)
+
+    assert created["user"].spec.scheduler_name == SCHEDULER  # the webhook was there
+    for name in ("operator", "scheduler", "scheduler-without-opt-out"):
+        pod = created[name]
+        assert pod.spec.scheduler_name == "default-scheduler", name
+        assert pod.spec.affinity is None, name
+        assert HINTS not in (pod.metadata.annotations or {}), name
