@@ -435,7 +435,7 @@ class LocalCluster:
         self.kubectl("apply", "-f", "-", objects=rbac)
         config = chart.scheduler_config(docs)
         name = config["profiles"][0]["schedulerName"]
-        kubeconfig = self._service_account_kubeconfig(name, "schedpolicy-scheduler")
+        kubeconfig = self.service_account_kubeconfig(name, "schedpolicy-scheduler")
         # The one change to the chart's configuration: how to reach the apiserver.
         config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
         config_path = self.workdir / "schedpolicy-scheduler.yaml"
@@ -492,7 +492,7 @@ class LocalCluster:
         """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""
         rbac = self.apply_operator_rbac()
         (account,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
-        self._service_account_kubeconfig(account, "schedpolicy-operator")
+        self.service_account_kubeconfig(account, "schedpolicy-operator")
 
     def apply_operator_rbac(self) -> list[dict[str, Any]]:
         """The chart's operator RBAC, applied as `helm template | kubectl apply` would."""
@@ -506,10 +506,11 @@ class LocalCluster:
         for kind in ("clusterrolebinding", "clusterrole"):
             self.kubectl("delete", kind, "schedpolicy", "--ignore-not-found")
 
-    def _service_account_kubeconfig(self, account: str, file_stem: str) -> Path:
-        token = self.kubectl(
-            "create", "token", account, "-n", chart.NAMESPACE, "--duration=48h"
-        ).strip()
+    def service_account_kubeconfig(
+        self, account: str, file_stem: str, namespace: str = chart.NAMESPACE
+    ) -> Path:
+        """A kubeconfig that authenticates with a token of this ServiceAccount."""
+        token = self.kubectl("create", "token", account, "-n", namespace, "--duration=48h").strip()
         kubeconfig = self.workdir / f"{file_stem}.kubeconfig"
         kubeconfig.write_text(
             yaml.safe_dump(chart.token_kubeconfig(self.server, self.pki / "ca.crt", token, account))

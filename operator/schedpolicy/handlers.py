@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 
 from schedpolicy import admission, api, kube
+from schedpolicy.instance_guard import InstanceGuard
 from schedpolicy.leadership import Leadership
 from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.reconciler import Reconciler
@@ -68,7 +69,19 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     if memo.config.lease is None:
         memo.tasks.append(asyncio.create_task(lead(), name="reconciler"))
     else:
-        memo.leadership = Leadership(memo.kube, memo.config.lease, lead)
+        # The leader of each install holds a Lease of the same name in its own namespace:
+        # while an older install's is live, this one writes nothing.
+        guard = InstanceGuard(
+            memo.kube,
+            memo.config.lease.name,
+            memo.config.lease.namespace,
+            reconciler.set_other_installs,
+        )
+
+        async def lead_alone() -> None:
+            await guard.run(lead)
+
+        memo.leadership = Leadership(memo.kube, memo.config.lease, lead_alone)
         memo.tasks.append(asyncio.create_task(memo.leadership.run(), name="leader-election"))
 
 

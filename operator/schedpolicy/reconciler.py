@@ -124,6 +124,7 @@ class Reconciler:
         self.outcomes: dict[str, PodOutcome] = {}
         self._governed: dict[frozenset[str], frozenset[str]] = {}
         self._counts_dirty = False
+        self._other_installs: tuple[str, ...] = ()
         self._last_status = -1e9
         self._next_pending_check = -1e9
         # What we last wrote, so that a write is not repeated before its watch event arrives.
@@ -163,6 +164,13 @@ class Reconciler:
     def status_changed(self) -> None:
         self._counts_dirty = True
         self._wake.set()
+
+    def set_other_installs(self, others: tuple[str, ...]) -> None:
+        """Live controllers of other installs, as the instance guard saw them last."""
+        if others != self._other_installs:
+            self._other_installs = others
+            self._counts_dirty = True
+            self._wake.set()
 
     def changed(self, affected: Affected) -> None:
         self._dirty.merge(affected)
@@ -558,6 +566,17 @@ class Reconciler:
                 )
         for policy_name, stuck in self._stuck.items():
             failures[policy_name] += stuck
+        if self._other_installs:
+            # First, so that it names the Degraded condition: it outweighs any other problem.
+            another = (
+                "AnotherInstance",
+                "another schedpolicy controller is live in "
+                + "; ".join(self._other_installs)
+                + ": one install per cluster; this one, the oldest, keeps writing until the"
+                " other is removed",
+            )
+            for policy in self.view.policies():
+                failures[policy.name].insert(0, another)
         labeled, label_conflicts = self.labels.counts()
         for policy_name, conflicts in label_conflicts.items():
             failures[policy_name] += [("LabelConflict", c) for c in conflicts]

@@ -290,6 +290,7 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
         ("schedpolicy.io", "schedulingpolicies/status"): ["patch"],
         ("", "events"): ["create", "patch"],
         ("apiextensions.k8s.io", "customresourcedefinitions"): read,
+        ("coordination.k8s.io", "leases"): ["list"],
     }
     assert all("resourceNames" not in rule for rule in role["rules"])
 
