@@ -599,6 +599,24 @@ class Condition(Model):
     )
 
 
+class StatusSummary(Model):
+    """The status as `kubectl get` shows it: text, so that a count that does not apply to
+    this policy reads `-` instead of a blank."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    matched: str | None = Field(default=None, max_length=16, description="matchedPods, or -.")
+    costed: str | None = Field(default=None, max_length=16, description="costedPods, or -.")
+    nodes: str | None = Field(default=None, max_length=16, description="labeledNodes, or -.")
+    reason: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The reason of the first condition not in its healthy state, or -.",
+    )
+
+
 class SchedulingPolicyStatus(Model):
     """What the operator observed and did for this policy. Written only by the operator."""
 
@@ -623,6 +641,9 @@ class SchedulingPolicyStatus(Model):
     )
     labeled_nodes: int | None = Field(
         default=None, ge=0, description="Nodes carrying the labels this policy computes."
+    )
+    summary: StatusSummary | None = Field(
+        default=None, description="The counts and the first problem, as text for kubectl get."
     )
     last_reconcile_time: str | None = Field(
         default=None,

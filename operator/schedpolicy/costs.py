@@ -86,10 +86,17 @@ class CostDecision:
 
 def capacity_type(labels: Mapping[str, str]) -> tuple[str | None, str]:
     """The node's capacity type (spot, on-demand, reserved) and the label it came from."""
-    for key in (KARPENTER_CAPACITY, EKS_CAPACITY):
-        if key in labels:
-            return _CAPACITY_VALUES[key].get(labels[key]), f"{key}={labels[key]}"
-    return None, "no capacity-type label"
+    found = [
+        (k, labels[k], _CAPACITY_VALUES[k].get(labels[k])) for k in _CAPACITY_VALUES if k in labels
+    ]
+    if not found:
+        return None, "no capacity-type label"
+    key, value, kind = found[0]  # Karpenter's label first: it is the one Karpenter acts on
+    source = f"{key}={value}"
+    overridden = [f"{k}={v}" for k, v, other in found[1:] if other != kind]
+    if overridden:
+        source += f", over the disagreeing {', '.join(overridden)}"
+    return kind, source
 
 
 def _capacity(params: CapacityTypeSignal, inputs: CostInputs) -> tuple[int, str]:

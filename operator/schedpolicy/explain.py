@@ -20,6 +20,7 @@ from schedpolicy.gpu import OWNED_ANNOTATION, label_keys, parse_owned
 from schedpolicy.hints import HINTS_ANNOTATION
 from schedpolicy.kube import Kube
 from schedpolicy.scraper import read_endpoint
+from schedpolicy.wording import count
 
 POLICIES = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 REVISION = "deployment.kubernetes.io/revision"
@@ -426,7 +427,7 @@ def render_simulation(out: Mapping[str, Any]) -> str:
         )
     head = (
         f"Scaling {out['deployment']} (ReplicaSet {out['replicaSet']})"
-        f" from {out['from']} to {out['to']} deletes {len(out['deleted'])} pods:"
+        f" from {out['from']} to {out['to']} deletes {count(len(out['deleted']), 'pod')}:"
     )
     tail = ""
     if not out["certain"]:

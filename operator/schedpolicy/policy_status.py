@@ -97,8 +97,28 @@ def desired_status(obs: Observation, current: Mapping[str, Any] | None, now: str
     ):
         if value is not None:
             status[key] = value
+    status["summary"] = summary(obs.counts, conditions)
     status["lastReconcileTime"] = now
     return status
+
+
+_HEALTHY = {"Ready": "True", "Conflicting": "False", "Degraded": "False"}
+
+
+def summary(counts: Counts, conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """What `kubectl get spol` shows: `-` for a count that does not apply to this policy,
+    and the reason of the first condition that is not as it should be."""
+
+    def text(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    problem = next((c for c in conditions if _HEALTHY.get(c["type"]) != c["status"]), None)
+    return {
+        "matched": text(counts.matched_pods),
+        "costed": text(counts.costed_pods),
+        "nodes": text(counts.labeled_nodes),
+        "reason": problem["reason"] if problem else "-",
+    }
 
 
 def _material(status: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from schedpolicy.policy_status import (
     needs_write,
     transitions,
 )
+from schedpolicy.wording import count, pending_message
 
 log = logging.getLogger("schedpolicy.reconciler")
 
@@ -294,18 +295,7 @@ class Reconciler:
             scheduler = policies[name].spec.placement.scheduler_name  # type: ignore[union-attr]
             report[name] = []
             for reason, pods in sorted(by_reason.items(), reverse=True):
-                example = ", ".join(sorted(pods)[:3])
-                if reason == "SchedulerNotScheduling":
-                    text = (
-                        f"{len(pods)} pods have waited over {limit}s for {scheduler}, which has not"
-                        f" tried to schedule them ({example}); is the secondary scheduler running?"
-                    )
-                else:
-                    text = (
-                        f"{len(pods)} pods are unschedulable on {scheduler}"
-                        f" for over {limit}s ({example})"
-                    )
-                report[name].append((reason, text))
+                report[name].append((reason, pending_message(reason, pods, scheduler, limit)))
         if report != self._stuck:
             self._stuck = report
             self._counts_dirty = True
@@ -602,7 +592,7 @@ class Reconciler:
             problems = failures.get(obj.name, [])
             shown = [message for _, message in problems[:5]]
             if len(problems) > 5:
-                shown.append(f"and {len(problems) - 5} more")
+                shown.append(f"and {count(len(problems) - 5, 'more problem')}")
             obs = Observation(
                 name=obj.name,
                 generation=obj.generation,

@@ -60,7 +60,13 @@ def test_karpenter_label_wins_over_eks() -> None:
     kind, source = capacity_type(
         {"karpenter.sh/capacity-type": "spot", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
     )
-    assert (kind, source) == ("spot", "karpenter.sh/capacity-type=spot")
+    assert (kind, source) == (
+        "spot",
+        "karpenter.sh/capacity-type=spot,"
+        " over the disagreeing eks.amazonaws.com/capacityType=ON_DEMAND",
+    )
+    agreeing = {"karpenter.sh/capacity-type": "spot", "eks.amazonaws.com/capacityType": "SPOT"}
+    assert capacity_type(agreeing) == ("spot", "karpenter.sh/capacity-type=spot")
 
 
 def test_unbound_pod_scores_zero_everywhere() -> None:

@@ -106,8 +106,11 @@ def test_names_subresources_and_columns() -> None:
     assert doc["spec"]["names"]["categories"] == ["schedpolicy"]
     version = _version()
     assert version["subresources"] == {"status": {}}
-    columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Priority", "Matched", "Costed", "Nodes", "Ready", "Age"]
+    columns = version["additionalPrinterColumns"]
+    narrow = [c["name"] for c in columns if not c.get("priority")]
+    assert narrow == ["Priority", "Matched", "Costed", "Nodes", "Ready", "Age"]
+    wide = [c["name"] for c in columns if c.get("priority") == 1]  # kubectl get -o wide
+    assert wide == ["Conflicting", "Degraded", "Reason"]
 
 
 def test_cel_rules_cover_the_cross_field_rules() -> None:

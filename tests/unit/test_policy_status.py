@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from schedpolicy.api import SpecError
 from schedpolicy.matching import Conflict
 from schedpolicy.policy_status import (
@@ -84,3 +86,27 @@ def test_transitions_name_changed_conditions() -> None:
     )
     assert [c["type"] for c in transitions(first, conflicted)] == ["Conflicting"]
     assert transitions(first, desired_status(Observation("p", 2), first, T1)) == []
+
+
+@pytest.mark.parametrize(
+    ("counts", "shown"),
+    [
+        (Counts(matched_pods=4, costed_pods=3), ("4", "3", "-")),  # a cost policy: no nodes
+        (Counts(labeled_nodes=2), ("-", "-", "2")),  # labels only: no pods
+        (Counts(matched_pods=0, labeled_nodes=0), ("0", "-", "0")),  # zero is not "-"
+    ],
+)
+def test_kubectl_shows_a_dash_for_what_does_not_apply(
+    counts: Counts, shown: tuple[str, str, str]
+) -> None:
+    summary = desired_status(Observation("p", 1, counts=counts), None, T0)["summary"]
+    assert (summary["matched"], summary["costed"], summary["nodes"]) == shown
+    assert summary["reason"] == "-"
+
+
+def test_the_reason_column_names_the_first_problem() -> None:
+    err = SpecError(["spec.deletionCost.min: min must be less than or equal to max"])
+    invalid = desired_status(Observation("p", 1, spec_error=err), None, T0)
+    assert invalid["summary"]["reason"] == "InvalidSpec"
+    another = Observation("p", 1, degraded=["x"], degraded_reason="AnotherInstance")
+    assert desired_status(another, None, T0)["summary"]["reason"] == "AnotherInstance"
