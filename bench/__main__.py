@@ -27,14 +27,24 @@ Bench = Callable[[LocalCluster, Scale, Path], dict[str, Any]]
 def headline(key: str, r: dict[str, Any]) -> str:
     if key == "b1-convergence":
         return (
-            f"B1 ratio {r['ratio']} (operator {r['operator_patches_per_second']}/s vs raw"
-            f" {r['baseline_patches_per_second']}/s), redundant {r['redundant_writes']},"
-            f" after restart {r['writes_after_restart']}"
+            f"B1 ratio vs watching {r['ratio_vs_watching']}, vs raw {r['ratio']} (controller"
+            f" {r['operator_patches_per_second']}/s, watching {r['watching_patches_per_second']}/s,"
+            f" raw {r['baseline_patches_per_second']}/s), redundant {r['redundant_writes']},"
+            f" after restart {r['writes_after_restart']}, CPU {r['cpu_seconds_per_1000_pod_events']}"
+            " s per 1000 pod events"
         )
     if key == "b2-memory":
-        return f"B2 operator {r['operator_peak_rss_mib']} MiB vs watch {r['baseline_peak_rss_mib']} MiB, ratio {r['ratio']}"
+        return (
+            f"B2 controller {r['operator_peak_rss_mib']} MiB, webhook {r['webhook_peak_rss_mib']} MiB,"
+            f" floor {r['floor_mib']} MiB"
+        )
     if key == "b3-webhook":
-        return f"B3 webhook p50 {r['webhook_p50_ms']} ms p99 {r['webhook_p99_ms']} ms, added p99 {r['added_p99_ms']} ms"
+        b = r.get("burst") or {}
+        return (
+            f"B3 own p99 {r['own_p99_ms']} ms, apiserver p99 {r['webhook_p99_ms']} ms, added create"
+            f" p99 {r['added_p99_ms']} ms; burst {b.get('share_under_25ms')} under 25 ms,"
+            f" fail-opens {b.get('fail_opens')}, unhinted {b.get('pods_without_hints')}"
+        )
     if key == "b4-packing":
         return (
             f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
@@ -78,6 +88,8 @@ def main() -> int:
                 for key, result in (("b1-convergence", b1), ("b2-memory", b2)):
                     save(key, result)
                     print(headline(key, result), flush=True)
+                # One B2 point per scale: the report takes the slope between two of them.
+                save(f"b2-memory-{scale.name}", b2)
             except Exception as err:
                 failed = True
                 traceback.print_exc()

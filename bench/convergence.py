@@ -1,18 +1,22 @@
 """B1 (convergence) and B2 (memory), on one fleet of ReplicaSet pods over many fake nodes.
 
-B1: cost patches per second, from operator start until every pod carries its final cost,
-against a raw asyncio loop that sends the very same UID-tested JSON Patches with the same
-concurrency to the same apiserver. Redundant writes and writes after a restart are counted
-from the apiserver's audit log.
+B1: cost patches per second, from controller start until every pod carries its final
+cost, against two baselines on the same apiserver with the same UID-tested JSON Patches
+and the same concurrency: a raw asyncio loop that only sends them, and a bare client that
+first streams every pod and keeps its watch open meanwhile (bench/watching_client.py), the
+least any watching controller costs. Redundant writes and writes after a restart are
+counted from the apiserver's audit log; CPU seconds per 1,000 pod events from /proc.
 
-B2: the operator's peak RSS while it holds that fleet, against a plain kubernetes_asyncio
-list-and-watch of the same pods and nodes that keeps only what the cost engine reads.
+B2: the controller's and the webhook's peak RSS while they hold that fleet, against the
+physical floor (bench/floor.py): the interpreter with our imports and nothing held, plus
+the encoded bytes of every record the view keeps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,10 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import fleet
+from bench import fleet, watching_client
 from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
+from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
 from schedpolicy import decisions
 from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch, pointer
@@ -146,10 +151,49 @@ def start_operator(cluster: LocalCluster, scale: Scale, profile: Path | None) ->
     return OperatorProcess(
         cluster.operator_kubeconfig,
         cluster.workdir / "logs" / "schedpolicy-operator.log",
-        "--metrics-port=0",
+        f"--metrics-port={free_port()}",
+        "--metrics-address=127.0.0.1",
         f"--write-concurrency={scale.write_concurrency}",
         env=env,
     )
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pod_events(operator: OperatorProcess) -> float:
+    return sum(
+        operator.metric("schedpolicy_watch_events_total", kind="pods", type=t) or 0
+        for t in ("ADDED", "MODIFIED", "DELETED")
+    )
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def webhook_rss(cluster: LocalCluster) -> tuple[float, float]:
+    """(peak, idle after sync) RSS of `schedpolicy webhook` holding this cluster's view."""
+    hook = OperatorProcess(
+        cluster.webhook_kubeconfig,
+        cluster.workdir / "logs" / "schedpolicy-webhook.log",
+        "--metrics-port=0",
+        f"--port={free_port()}",
+        "--address=127.0.0.1",
+        command="webhook",
+    )
+    try:
+        hook.wait_for_log("webhook view synced", timeout=300)
+        time.sleep(2)
+        return hook.peak_rss_mib(), rss_mib(hook.proc.pid)
+    finally:
+        hook.stop()
 
 
 def run_b1_b2(
@@ -167,9 +211,16 @@ def run_b1_b2(
         for name, value, uid in expected.values()
     ]
 
-    # Baseline: the same patches, same concurrency, same apiserver.
+    # Baselines: the same patches, same concurrency, same apiserver.
     raw_seconds, raw_errors = asyncio.run(_patch_all(cluster, patches, scale.write_concurrency))
-    assert all_converged(cluster, expected), "the baseline did not write every cost"
+    assert all_converged(cluster, expected), "the raw baseline did not write every cost"
+    clear_costs(cluster, scale.write_concurrency)
+    watching_seconds, watching_errors = asyncio.run(
+        watching_client.stream_then_patch(
+            str(cluster.operator_kubeconfig), NAMESPACE, patches, scale.write_concurrency
+        )
+    )
+    assert all_converged(cluster, expected), "the watching baseline did not write every cost"
     clear_costs(cluster, scale.write_concurrency)
 
     # The operator, from process start until the last pod carries its final cost.
@@ -180,6 +231,9 @@ def run_b1_b2(
         lambda: all_converged(cluster, expected), "the operator to converge", within=900, every=1
     )
     polled = time.monotonic() - started
+    cpu = cpu_seconds(operator.proc.pid)
+    events = pod_events(operator)
+    idle_controller = rss_mib(operator.proc.pid)
     writes = [e for e in writes_by(cluster.audit_log, since=started_at) if e.resource == "pods"]
     last = max(e.at for e in writes)
     op_seconds = (last - started_at).total_seconds()
@@ -198,7 +252,9 @@ def run_b1_b2(
     ]
     operator.stop()
 
-    rss_watch = raw_watch_rss(cluster)
+    hook_peak, hook_idle = webhook_rss(cluster)
+    floor_idle, held, held_pods, held_nodes = floor(cluster)
+    floor_mib = floor_idle + held / 2**20
     profile_convergence(cluster, scale, expected, out.parent / "profiles" / "b1-operator.txt")
     n = len(patches)
     b1 = {
@@ -210,6 +266,13 @@ def run_b1_b2(
         "baseline_seconds": round(raw_seconds, 2),
         "baseline_patches_per_second": round(n / raw_seconds, 1),
         "baseline_errors": raw_errors,
+        "watching_seconds": round(watching_seconds, 2),
+        "watching_patches_per_second": round(n / watching_seconds, 1),
+        "watching_errors": watching_errors,
+        "ratio_vs_watching": round(watching_seconds / op_seconds, 3),
+        "cpu_seconds": round(cpu, 2),
+        "pod_events": int(events),
+        "cpu_seconds_per_1000_pod_events": round(1000 * cpu / events, 3) if events else None,
         "operator_seconds": round(op_seconds, 2),
         "operator_seconds_polled": round(polled, 2),
         "operator_patches": len(writes),
@@ -217,7 +280,7 @@ def run_b1_b2(
         "ratio": round(raw_seconds / op_seconds, 3),
         "redundant_writes": redundant,
         "writes_after_restart": len(after_restart),
-        "goal": "ratio >= 0.7, 0 redundant writes, 0 writes after restart",
+        "goal": "vs watching >= 0.8, vs raw >= 0.7, 0 redundant writes, 0 after restart",
     }
     b2 = {
         "name": "B2 memory",
@@ -225,9 +288,17 @@ def run_b1_b2(
         "pods": scale.pods,
         "nodes": scale.nodes,
         "operator_peak_rss_mib": round(rss_operator, 1),
-        "baseline_peak_rss_mib": round(rss_watch, 1),
-        "ratio": round(rss_operator / rss_watch, 2),
-        "goal": "operator <= 200 MiB",
+        "operator_rss_after_convergence_mib": round(idle_controller, 1),
+        "webhook_peak_rss_mib": round(hook_peak, 1),
+        "webhook_idle_rss_mib": round(hook_idle, 1),
+        "floor_mib": round(floor_mib, 1),
+        "floor_idle_interpreter_mib": round(floor_idle, 1),
+        "floor_held_bytes": held,
+        "floor_held_bytes_per_pod": round(held / max(held_pods, 1)),
+        "floor_pods": held_pods,
+        "floor_nodes": held_nodes,
+        "ratio_to_floor": round(rss_operator / floor_mib, 2),
+        "goal": "controller <= 200 MiB at 10k pods, <= 4 KiB marginal per pod",
     }
     return b1, b2
 
@@ -245,13 +316,14 @@ def profile_convergence(
     operator.stop()
 
 
-def raw_watch_rss(cluster: LocalCluster) -> float:
-    """Peak RSS of bench/raw_watch.py holding the same pods and nodes."""
+def floor(cluster: LocalCluster) -> tuple[float, int, int, int]:
+    """(idle interpreter MiB, encoded record bytes, pods, nodes), from bench/floor.py."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.raw_watch", str(cluster.kubeconfig)],
+        [sys.executable, "-m", "bench.floor", str(cluster.kubeconfig)],
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
     )
-    return float(proc.stdout.strip().splitlines()[-1])
+    idle, held, pods, nodes = proc.stdout.strip().splitlines()[-1].split()
+    return float(idle), int(held), int(pods), int(nodes)

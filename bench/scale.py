@@ -13,6 +13,7 @@ class Scale:
     replicas: int
     write_concurrency: int
     webhook_seconds: int  # B3: seconds of 100 creates/s
+    burst_replicas: int  # B3 burst: each of five Deployments scales from 0 to this
     gpu_nodes: int  # B4
     gpu_seed: int
     scale_nodes: int  # B5
@@ -31,6 +32,21 @@ SCALES = {
         replicas=100,
         write_concurrency=16,
         webhook_seconds=10,
+        burst_replicas=200,
+        gpu_nodes=64,
+        gpu_seed=7,
+        scale_nodes=50,
+        scale_replicas=200,
+    ),
+    # B2's second point (30k pods on 3k nodes): `make bench SCALE=large`; it need not fit CI.
+    "large": Scale(
+        "large",
+        nodes=3000,
+        replicasets=300,
+        replicas=100,
+        write_concurrency=16,
+        webhook_seconds=30,
+        burst_replicas=1000,
         gpu_nodes=64,
         gpu_seed=7,
         scale_nodes=50,
@@ -43,6 +59,7 @@ SCALES = {
         replicas=100,
         write_concurrency=16,
         webhook_seconds=30,
+        burst_replicas=1000,
         gpu_nodes=64,
         gpu_seed=7,
         scale_nodes=50,

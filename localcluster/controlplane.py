@@ -142,6 +142,7 @@ class LocalCluster:
         self.pki = self.workdir / "pki"
         self.kubeconfig = self.workdir / "kubeconfig"
         self.operator_kubeconfig = self.workdir / "schedpolicy-operator.kubeconfig"
+        self.webhook_kubeconfig = self.workdir / "schedpolicy-webhook.kubeconfig"
         self.audit_log = self.workdir / "logs" / "audit.log"
         self.state_file = self.workdir / "state.json"
         self.supervisor = Supervisor(self.workdir)
@@ -250,6 +251,20 @@ class LocalCluster:
         self.supervisor.start(name, list(record.argv))
         if name == "kube-apiserver":
             self._wait_http(f"{self.server}/readyz", self.ssl_context(), name, timeout)
+
+    def start_extra_apiserver(self, name: str, extra_args: list[str], timeout: float = 90) -> str:
+        """A second kube-apiserver on the same etcd (as in an HA control plane), with its own
+        port, no audit log and `extra_args` (feature gates, say). Returns its URL; stop it
+        with `supervisor.stop(name)`, and `down()` stops it too."""
+        record = self.supervisor.get("kube-apiserver")
+        if record is None:
+            raise ClusterError("kube-apiserver is not running")
+        port = free_port()
+        argv = [a for a in record.argv if not a.startswith(("--secure-port=", "--audit-"))]
+        self.supervisor.start(name, [*argv, f"--secure-port={port}", *extra_args])
+        server = f"https://127.0.0.1:{port}"
+        self._wait_http(f"{server}/readyz", self.ssl_context(), name, timeout)
+        return server
 
     # ---- nodes ---------------------------------------------------------------------------
 
@@ -467,8 +482,8 @@ class LocalCluster:
         )
 
     def start_operator(self, *extra: str) -> None:
-        """The operator from this checkout as a supervised component (stopped by `down`),
-        with its webhook on loopback behind the chart's webhook configuration."""
+        """The controller and the webhook from this checkout as supervised components
+        (stopped by `down`), the webhook on loopback behind the chart's configuration."""
         from localcluster.webhook import LoopbackWebhook
 
         webhook = LoopbackWebhook(self, self.workdir / "webhook-pki", "schedpolicy-local")
@@ -482,21 +497,44 @@ class LocalCluster:
                 f"--kubeconfig={self.operator_kubeconfig}",
                 "--metrics-address=127.0.0.1",
                 f"--metrics-port={free_port()}",
-                *webhook.operator_args(),
                 *extra,
+            ],
+        )
+        self.supervisor.start(
+            "schedpolicy-webhook",
+            [
+                sys.executable,
+                "-m",
+                "schedpolicy",
+                "webhook",
+                f"--kubeconfig={self.webhook_kubeconfig}",
+                "--metrics-address=127.0.0.1",
+                f"--metrics-port={free_port()}",
+                *webhook.webhook_args(),
             ],
         )
         webhook.register()
 
     def _operator_identity(self) -> None:
-        """The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC."""
+        """The controller and the webhook run as the chart's ServiceAccounts, with exactly
+        the chart's RBAC."""
         rbac = self.apply_operator_rbac()
-        (account,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
-        self.service_account_kubeconfig(account, "schedpolicy-operator")
+        for file_stem, component in (
+            ("schedpolicy-operator", "operator"),
+            ("schedpolicy-webhook", "webhook"),
+        ):
+            (account,) = [
+                d["metadata"]["name"]
+                for d in rbac
+                if d["kind"] == "ServiceAccount"
+                and d["metadata"]["labels"]["app.kubernetes.io/component"] == component
+            ]
+            self.service_account_kubeconfig(account, file_stem)
 
     def apply_operator_rbac(self) -> list[dict[str, Any]]:
-        """The chart's operator RBAC, applied as `helm template | kubectl apply` would."""
-        rbac = chart.render("templates/operator/rbac.yaml")
+        """The chart's controller and webhook RBAC, applied as `helm template | kubectl
+        apply` would."""
+        rbac = chart.render("templates/operator/rbac.yaml", "templates/webhook/rbac.yaml")
         self.kubectl("apply", "-f", "-", objects=rbac)
         return rbac
 
@@ -504,7 +542,8 @@ class LocalCluster:
         """Deletes the cluster-scoped RBAC `apply_operator_rbac` made, so that a real `helm
         install` can hold the product's fixed names (the chart refuses a second holder)."""
         for kind in ("clusterrolebinding", "clusterrole"):
-            self.kubectl("delete", kind, "schedpolicy", "--ignore-not-found")
+            for name in ("schedpolicy", "schedpolicy-webhook"):
+                self.kubectl("delete", kind, name, "--ignore-not-found")
 
     def service_account_kubeconfig(
         self, account: str, file_stem: str, namespace: str = chart.NAMESPACE

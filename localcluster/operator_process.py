@@ -1,5 +1,5 @@
-"""Runs `python -m schedpolicy run` as a real process against the local cluster
-(for the e2e tests, the benchmarks and the demo)."""
+"""Runs `python -m schedpolicy run` (or `webhook`) as a real process against the local
+cluster (for the e2e tests, the benchmarks and the demo)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,19 @@ from localcluster.controlplane import LocalCluster, free_port
 
 class OperatorProcess:
     def __init__(
-        self, kubeconfig: Path, log: Path, *extra: str, env: dict[str, str] | None = None
+        self,
+        kubeconfig: Path,
+        log: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        command: str = "run",
     ) -> None:
         self.log = log
         self.argv = [
             sys.executable,
             "-m",
             "schedpolicy",
-            "run",
+            command,
             f"--kubeconfig={kubeconfig}",
             *extra,
         ]

@@ -1,4 +1,4 @@
-"""The chart's webhook configuration, pointed at an operator serving on loopback."""
+"""The chart's webhook configuration, pointed at a `schedpolicy webhook` on loopback."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from localcluster import LocalCluster, chart
 from localcluster.controlplane import free_port
+from localcluster.operator_process import OperatorProcess
 from localcluster.pki import Authority
 
 
@@ -22,16 +23,31 @@ class LoopbackWebhook:
         pair = ca.issue("webhook", common_name="schedpolicy-webhook", hosts=("127.0.0.1",))
         self.ca, self.cert, self.key = ca.cert_path, pair.cert, pair.key
 
-    def operator_args(self) -> list[str]:
+    def webhook_args(self) -> list[str]:
         return [
-            f"--webhook-port={self.port}",
-            "--webhook-address=127.0.0.1",
-            f"--webhook-cert={self.cert}",
-            f"--webhook-key={self.key}",
+            f"--port={self.port}",
+            "--address=127.0.0.1",
+            f"--cert={self.cert}",
+            f"--key={self.key}",
         ]
 
+    def start(self, log: Path, *extra: str) -> OperatorProcess:
+        """`schedpolicy webhook` as the chart's webhook ServiceAccount, /metrics on a free
+        loopback port; handed out once its view is synced."""
+        proc = OperatorProcess(
+            self.cluster.webhook_kubeconfig,
+            log,
+            f"--metrics-port={free_port()}",
+            "--metrics-address=127.0.0.1",
+            *self.webhook_args(),
+            *extra,
+            command="webhook",
+        )
+        proc.wait_for_log("webhook view synced")
+        return proc
+
     def register(self, *, every_namespace: bool = False) -> None:
-        docs = chart.render("templates/webhook.yaml")
+        docs = chart.render("templates/webhook/configuration.yaml")
         (config,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
         config["metadata"]["name"] = self.name
         for hook in config["webhooks"]:

@@ -72,18 +72,25 @@ def main() -> int:
         "SPOT(EKS):.metadata.labels.eks\\.amazonaws\\.com/capacityType,GPUS:.status.allocatable.nvidia\\.com/gpu",
     )
 
-    step("2. The operator, and the example policies")
+    step("2. The operator (a controller and a webhook process), and the example policies")
     CLUSTER.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     CLUSTER.kubectl("wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io")
     if CLUSTER.supervisor.get("schedpolicy-operator") is None:
         CLUSTER.start_operator()
-        print(
-            f"   operator started; its log: {CLUSTER.workdir / 'logs' / 'schedpolicy-operator.log'}"
-        )
+        logs = CLUSTER.workdir / "logs"
+        print(f"   controller started; its log: {logs / 'schedpolicy-operator.log'}")
+        print(f"   webhook started; its log: {logs / 'schedpolicy-webhook.log'}")
     wait(
-        "the operator's webhook",
+        "the controller's view",
         lambda: (
             "view synced" in (CLUSTER.workdir / "logs" / "schedpolicy-operator.log").read_text()
+        ),
+    )
+    wait(
+        "the webhook's view",
+        lambda: (
+            "webhook view synced"
+            in (CLUSTER.workdir / "logs" / "schedpolicy-webhook.log").read_text()
         ),
     )
     show("apply", "-f", str(REPO / "examples"))

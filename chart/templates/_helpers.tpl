@@ -45,6 +45,16 @@ app.kubernetes.io/component: operator
 {{- include "schedpolicy.fullname" . -}}
 {{- end -}}
 
+{{- define "schedpolicy.webhook.selector" -}}
+app.kubernetes.io/name: {{ include "schedpolicy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "schedpolicy.webhook.serviceAccount" -}}
+{{- printf "%s-webhook" (include "schedpolicy.fullname" .) -}}
+{{- end -}}
+
 {{- define "schedpolicy.webhook.service" -}}
 {{- printf "%s-webhook" (include "schedpolicy.fullname" .) -}}
 {{- end -}}

@@ -7,10 +7,11 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,21 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="pod patches in flight at once",
     )
     run.add_argument(
-        "--webhook-port",
-        type=int,
-        default=0,
-        help="serve the admission webhook on this port (0: off)",
-    )
-    run.add_argument("--webhook-address", default="0.0.0.0", help="address the webhook listens on")
-    run.add_argument("--webhook-cert", help="PEM certificate the webhook serves")
-    run.add_argument("--webhook-key", help="PEM private key of --webhook-cert")
-    run.add_argument(
-        "--webhook-exclude-namespace",
-        action="append",
-        default=[],
-        help="never hint pods in this namespace (repeatable; kube-system, $POD_NAMESPACE always)",
-    )
-    run.add_argument(
         "--pending-threshold-seconds",
         type=float,
         default=60.0,
@@ -99,6 +85,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--log-format", choices=["text", "json"], default="text")
     run.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+
+    hook = sub.add_parser("webhook", help="serve the admission webhook (placement hints)")
+    _add_cluster_flags(hook)
+    hook.add_argument("--port", type=int, default=8443, help="HTTPS port of /hints")
+    hook.add_argument("--address", default="0.0.0.0", help="address /hints listens on")
+    hook.add_argument("--cert", help="PEM certificate to serve (without it: plain HTTP)")
+    hook.add_argument("--key", help="PEM private key of --cert")
+    hook.add_argument(
+        "--exclude-namespace",
+        action="append",
+        default=[],
+        help="never hint pods in this namespace (repeatable; kube-system, $POD_NAMESPACE always)",
+    )
+    hook.add_argument(
+        "--metrics-port", type=int, default=8080, help="port of /metrics (0 disables it)"
+    )
+    hook.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    hook.add_argument(
+        "--health-port", type=int, default=0, help="serve /healthz and /readyz here (0: off)"
+    )
+    hook.add_argument("--log-format", choices=["text", "json"], default="text")
+    hook.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+
     sub.add_parser("crd", help="print the SchedulingPolicy CustomResourceDefinition (YAML)")
 
     explain = sub.add_parser("explain", help="why a pod has its cost, or a node its GPU labels")
@@ -181,15 +190,19 @@ def _lease(args: argparse.Namespace, identity: str) -> LeaseSettings | None:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _configure_logging(args: argparse.Namespace) -> None:
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
     logging.getLogger("schedpolicy").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    # The API client logs every response body at debug level; never wanted, even with -v.
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
+
+
+def _run(args: argparse.Namespace) -> int:
+    _configure_logging(args)
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    # The API client logs every response body at debug level; never wanted, even with -v.
-    logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     # Unique per process, so the Lease and the audit log tell replicas apart.
     instance = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     cfg = RunConfig(
@@ -198,11 +211,6 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_address=args.metrics_address,
         write_concurrency=args.write_concurrency,
-        webhook_port=args.webhook_port,
-        webhook_address=args.webhook_address,
-        webhook_cert=args.webhook_cert,
-        webhook_key=args.webhook_key,
-        webhook_exclude_namespaces=_excluded(args.webhook_exclude_namespace),
         pending_threshold_seconds=args.pending_threshold_seconds,
         lease=_lease(args, instance),
         instance=instance,
@@ -210,17 +218,22 @@ def _run(args: argparse.Namespace) -> int:
     )
     from schedpolicy.runtime import run
 
+    _execute(lambda: run(cfg))
+    return 0
+
+
+def _execute(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     profile_to = os.environ.get("SCHEDPOLICY_PROFILE")
     if not profile_to:
-        asyncio.run(run(cfg))
-        return 0
-    # Benchmarks profile the operator in place (pyinstrument comes with the bench extra).
+        asyncio.run(main())
+        return
+    # Benchmarks profile a process in place (pyinstrument comes with the bench extra).
     from pyinstrument import Profiler
 
     profiler = Profiler(interval=0.001)
     profiler.start()
     try:
-        asyncio.run(run(cfg))
+        asyncio.run(main())
     finally:
         profiler.stop()
         Path(profile_to).write_text(
@@ -230,6 +243,33 @@ def _run(args: argparse.Namespace) -> int:
                 show_all=os.environ.get("SCHEDPOLICY_PROFILE_ALL") == "1",
             )
         )
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    from schedpolicy.webhook import WebhookConfig, serve
+
+    _configure_logging(args)
+    cfg = WebhookConfig(
+        credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
+        port=args.port,
+        address=args.address,
+        cert=args.cert,
+        key=args.key,
+        exclude_namespaces=_excluded(args.exclude_namespace),
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
+        health_port=args.health_port,
+        instance=f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+    )
+
+    async def until_signalled() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(cfg, stop)
+
+    _execute(until_signalled)
     return 0
 
 
@@ -238,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "webhook":
+        return _webhook(args)
     if args.command in ("explain", "simulate"):
         return _inspect(args)
     if args.command == "crd":

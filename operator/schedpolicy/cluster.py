@@ -10,231 +10,43 @@ change can be traced to the pods whose cost it affects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.api import MetricSignal, SpecError, parse_spec
-from schedpolicy.costs import ZONE, CostInputs
+from schedpolicy import wire
+from schedpolicy.api import MetricSignal
+from schedpolicy.costs import CostInputs
 from schedpolicy.gpu import INSTANCE_TYPE
 from schedpolicy.matching import Policy
-from schedpolicy.resources import QuantityError, effective_requests, millicores, parse_quantity
+from schedpolicy.records import (
+    COST_ANNOTATION,
+    GPU_RESOURCE,
+    NodeRecord,
+    PodRecord,
+    PolicyObject,
+    ReplicaSetRecord,
+    annotation_managers,
+    node_record,
+    pod_record,
+    policy_object,
+    replicaset_record,
+)
 from schedpolicy.samples import Rejection, Sample, from_annotation
 
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-GPU_RESOURCE = "nvidia.com/gpu"
-_COST_FIELD = f"f:{COST_ANNOTATION}"
-# Annotations nobody here reads, and which can be large.
-_DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
-
-
-# ---- records -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PolicyObject:
-    """A SchedulingPolicy as stored: parsed when valid, with the reason when not."""
-
-    name: str
-    uid: str
-    generation: int
-    status: Mapping[str, Any]
-    policy: Policy | None
-    error: SpecError | None
-
-
-def policy_object(body: Mapping[str, Any]) -> PolicyObject:
-    meta = body.get("metadata", {})
-    name, generation = str(meta.get("name", "")), int(meta.get("generation") or 1)
-    uid = str(meta.get("uid", ""))
-    try:
-        spec = parse_spec(body.get("spec") or {})
-    except SpecError as err:
-        return PolicyObject(name, uid, generation, body.get("status") or {}, None, err)
-    policy = Policy(name=name, spec=spec, generation=generation, uid=uid)
-    return PolicyObject(name, uid, generation, body.get("status") or {}, policy, None)
-
-
-def annotation_managers(managed_fields: Iterable[Mapping[str, Any]], key: str) -> frozenset[str]:
-    """Field managers that own `metadata.annotations[key]`, read from managedFields."""
-    wanted = f"f:{key}"
-    owners = set()
-    for entry in managed_fields or []:
-        fields = entry.get("fieldsV1") or {}
-        if wanted in (fields.get("f:metadata") or {}).get("f:annotations", {}):
-            owners.add(str(entry.get("manager", "")))
-    return frozenset(owners)
-
-
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    uid: str
-    namespace: str
-    name: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    owner_kind: str | None
-    owner_name: str | None
-    owner_uid: str | None
-    node_name: str | None
-    phase: str
-    terminating: bool
-    conditions: Mapping[str, str]
-    cpu_mcpu: int
-    gpus: int
-    pod_ip: str | None
-    scheduler_name: str
-    created: str
-    resource_version: str
-    cost_managers: frozenset[str]
-    # Whether the stored pod has an annotations map at all; `annotations` leaves out
-    # the big ones nobody reads, and a write must not mistake that for no map.
-    has_annotations: bool
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.namespace, self.name)
-
-    @property
-    def active(self) -> bool:
-        """Running or about to: not finished and not on its way out."""
-        return self.phase not in ("Succeeded", "Failed") and not self.terminating
-
-    @property
-    def counts_toward_fill(self) -> bool:
-        return self.active and self.node_name is not None and self.owner_kind != "DaemonSet"
-
-    @property
-    def replicaset_uid(self) -> str | None:
-        return self.owner_uid if self.owner_kind == "ReplicaSet" else None
-
-    @property
-    def cost(self) -> str | None:
-        return self.annotations.get(COST_ANNOTATION)
-
-
-def pod_record(body: Mapping[str, Any]) -> PodRecord:
-    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    requests = effective_requests(spec)
-    annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS
-    }
-    return PodRecord(
-        uid=str(meta.get("uid", "")),
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        labels=dict(meta.get("labels") or {}),
-        annotations=annotations,
-        owner_kind=owner.get("kind") if owner else None,
-        owner_name=owner.get("name") if owner else None,
-        owner_uid=owner.get("uid") if owner else None,
-        node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
-        terminating=meta.get("deletionTimestamp") is not None,
-        conditions={c["type"]: c.get("status", "") for c in status.get("conditions") or []},
-        cpu_mcpu=millicores(requests["cpu"]) if "cpu" in requests else 0,
-        gpus=int(requests[GPU_RESOURCE]) if GPU_RESOURCE in requests else 0,
-        pod_ip=status.get("podIP") or None,
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        created=str(meta.get("creationTimestamp") or ""),
-        resource_version=str(meta.get("resourceVersion", "")),
-        cost_managers=annotation_managers(meta.get("managedFields") or [], COST_ANNOTATION),
-        has_annotations=bool(meta.get("annotations")),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    name: str
-    uid: str
-    resource_version: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    allocatable_mcpu: int
-    allocatable_gpus: int
-    ready: bool
-    unschedulable: bool
-    label_managers: Mapping[str, frozenset[str]]  # label key -> field managers owning it
-
-    @property
-    def zone(self) -> str | None:
-        return self.labels.get(ZONE)
-
-    @property
-    def eligible(self) -> bool:
-        return self.ready and not self.unschedulable
-
-
-def _quantity_or_zero(value: Any) -> int:
-    try:
-        return int(parse_quantity(value)) if value is not None else 0
-    except QuantityError:
-        return 0
-
-
-def _label_managers(managed_fields: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    owners: dict[str, set[str]] = defaultdict(set)
-    for entry in managed_fields or []:
-        labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        for field_key in labels:
-            if field_key.startswith("f:"):
-                owners[field_key[2:]].add(str(entry.get("manager", "")))
-    return {k: frozenset(v) for k, v in owners.items()}
-
-
-def node_record(body: Mapping[str, Any]) -> NodeRecord:
-    meta, spec, status = body.get("metadata", {}), body.get("spec", {}), body.get("status", {})
-    allocatable = status.get("allocatable") or {}
-    try:
-        cpu = millicores(parse_quantity(allocatable.get("cpu", "0")))
-    except QuantityError:
-        cpu = 0
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    return NodeRecord(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        labels=dict(meta.get("labels") or {}),
-        annotations={
-            k: v
-            for k, v in (meta.get("annotations") or {}).items()
-            if k.startswith("schedpolicy.io/")
-        },
-        allocatable_mcpu=cpu,
-        allocatable_gpus=_quantity_or_zero(allocatable.get(GPU_RESOURCE)),
-        ready=ready,
-        unschedulable=bool(spec.get("unschedulable")),
-        label_managers=_label_managers(meta.get("managedFields") or []),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaSetRecord:
-    uid: str
-    namespace: str
-    name: str
-    labels: Mapping[str, str]
-    owner_kind: str | None
-    owner_name: str | None
-    replicas: int
-
-
-def replicaset_record(body: Mapping[str, Any]) -> ReplicaSetRecord:
-    meta = body.get("metadata", {})
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    return ReplicaSetRecord(
-        uid=str(meta.get("uid", "")),
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        labels=dict(meta.get("labels") or {}),
-        owner_kind=owner.get("kind") if owner else None,
-        owner_name=owner.get("name") if owner else None,
-        replicas=int((body.get("spec") or {}).get("replicas") or 0),
-    )
+__all__ = [
+    "COST_ANNOTATION",
+    "GPU_RESOURCE",
+    "Affected",
+    "ClusterView",
+    "NodeRecord",
+    "PodRecord",
+    "PolicyObject",
+    "ReplicaSetRecord",
+    "annotation_managers",
+    "node_record",
+    "pod_record",
+]
 
 
 def _label_inputs(node: NodeRecord) -> tuple[Any, ...]:
@@ -356,7 +168,7 @@ class ClusterView:
                 if not self.pods_by_replicaset[rs]:
                     del self.pods_by_replicaset[rs]
 
-    def upsert_pod(self, body: Mapping[str, Any]) -> tuple[PodRecord, Affected]:
+    def upsert_pod(self, body: Mapping[str, Any] | wire.Pod) -> tuple[PodRecord, Affected]:
         new = pod_record(body)
         old = self.pods.get(new.uid)
         stale_uid = self._uid_by_key.get(new.key)
@@ -406,7 +218,7 @@ class ClusterView:
 
     # -- nodes
 
-    def upsert_node(self, body: Mapping[str, Any]) -> tuple[NodeRecord, Affected]:
+    def upsert_node(self, body: Mapping[str, Any] | wire.Node) -> tuple[NodeRecord, Affected]:
         new = node_record(body)
         old = self.nodes.get(new.name)
         self.nodes[new.name] = new
@@ -482,7 +294,7 @@ class ClusterView:
 
     # -- replicasets and namespaces
 
-    def upsert_replicaset(self, body: Mapping[str, Any]) -> None:
+    def upsert_replicaset(self, body: Mapping[str, Any] | wire.ReplicaSet) -> None:
         rs = replicaset_record(body)
         self.replicasets[rs.uid] = rs
 

@@ -1,9 +1,12 @@
-"""Kopf wiring. Handlers stay thin: they feed the ClusterView and tell the reconciler
-what changed; all decisions are in the pure core and all writes in kube.py.
+"""Kopf wiring: the operator's lifecycle, login, and the SchedulingPolicy watch.
 
-Every watch uses `on.event` (or `index`), which writes nothing back to the
-watched objects: not on Pods, not on Nodes, and not on our own policies either,
-so no `kopf.zalando.org/*` annotation or finalizer is ever added anywhere.
+Handlers stay thin: they feed the ClusterView and tell the reconciler what changed; all
+decisions are in the pure core and all writes in kube.py. Pods, nodes, ReplicaSets and
+namespaces are not kopf's: the start-up handler runs our own informers for them
+(informer.py, feeds.py).
+
+The policy watch uses `on.event`, which writes nothing back to the watched objects, so
+no `kopf.zalando.org/*` annotation or finalizer is ever added anywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 
 import kopf
 
-from schedpolicy import admission, api, kube
+from schedpolicy import api, feeds, kube
+from schedpolicy.informer import Informer
 from schedpolicy.instance_guard import InstanceGuard
 from schedpolicy.leadership import Leadership
 from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
@@ -41,25 +45,26 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     settings.watching.chunk_size = 500
     settings.watching.server_timeout = memo.config.watch_timeout_seconds
     settings.watching.client_timeout = memo.config.watch_timeout_seconds + 30
-    # The MutatingWebhookConfiguration is the chart's (a Service reference, our CA, our
-    # selectors); kopf only serves the endpoint and never registers a configuration.
+    # Admission is another process (`schedpolicy webhook`); kopf serves no webhook here.
     settings.admission.managed = None
-    if memo.config.webhook_port:
-        settings.admission.server = kopf.WebhookServer(
-            addr=memo.config.webhook_address,
-            port=memo.config.webhook_port,
-            certfile=memo.config.webhook_cert,
-            pkeyfile=memo.config.webhook_key,
-        )
 
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
-    memo.tasks.append(asyncio.create_task(_sync(memo), name="sync-barrier"))
     memo.reconciler = Reconciler(
         memo.kube,
         memo.view,
         concurrency=memo.config.write_concurrency,
         pending_threshold=memo.config.pending_threshold_seconds,
     )
+    # Pods, nodes, ReplicaSets and namespaces come through our own informers, not kopf:
+    # kopf's per-object worker and JSON decode would cost most of the operator's CPU and
+    # memory on a large cluster, and only the policies need its handlers.
+    informers = feeds.controller_informers(
+        memo.kube, memo.view, memo.reconciler, memo.config.watch_timeout_seconds
+    )
+    for informer in informers:
+        name = f"informer-{informer.resource.kind}"
+        memo.tasks.append(asyncio.create_task(informer.run(), name=name))
+    memo.tasks.append(asyncio.create_task(_sync(memo, informers), name="sync-barrier"))
     scraper = Scraper(memo.view, memo.reconciler)
     reconciler = memo.reconciler
 
@@ -85,12 +90,12 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         memo.tasks.append(asyncio.create_task(memo.leadership.run(), name="leader-election"))
 
 
-async def _sync(memo: OperatorState) -> None:
+async def _sync(memo: OperatorState, informers: list[Informer[Any]]) -> None:
     assert memo.kube is not None
     delay = 1.0
     while True:
         try:
-            await wait_until_synced(memo.kube, memo.view)
+            await wait_until_synced(memo.kube, memo.view, informers)
             break
         except asyncio.CancelledError:
             raise
@@ -119,22 +124,13 @@ async def login(memo: OperatorState, **_: Any) -> kopf.ConnectionInfo:
 
 # Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, and the
 # view and the reconciler belong to the event loop's thread.
-#
-# Only `on.event` handlers, no `kopf.index`: kopf holds every object of an indexed kind until
-# all initial listings are done, waking every waiting object on every step, which costs
-# quadratic time and all objects' memory on a large cluster. The sync barrier
-# (sync_barrier.py) tells the reconciler instead when the view has caught up.
-
-
-def _gone(event: kopf.RawEvent) -> bool:
-    return event["type"] == "DELETED"
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
 async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
     body = event["object"]
     memo.view.note("policies", body["metadata"]["uid"])
-    if _gone(event):
+    if event["type"] == "DELETED":
         memo.view.remove_policy(body["metadata"]["name"])
         memo.wake().policies_changed()
         return
@@ -146,77 +142,3 @@ async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> N
     else:
         # Our own status write coming back: nothing to recompute but the status itself.
         memo.wake().status_changed()
-
-
-@kopf.on.event("pods", registry=registry)
-async def pod_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    body = event["object"]
-    uid = body["metadata"]["uid"]
-    memo.view.note("pods", uid)
-    reconciler = memo.wake()
-    if _gone(event):
-        reconciler.changed(memo.view.remove_pod(uid))
-        reconciler.pod_gone(uid)
-        return
-    pod, affected = memo.view.upsert_pod(body)
-    reconciler.pod_seen(pod)
-    reconciler.changed(affected)
-
-
-@kopf.on.event("nodes", registry=registry)
-async def node_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    body = event["object"]
-    memo.view.note("nodes", body["metadata"]["uid"])
-    reconciler = memo.wake()
-    if _gone(event):
-        name = body["metadata"]["name"]
-        reconciler.changed(memo.view.remove_node(name))
-        reconciler.node_gone(name)
-        return
-    node, affected = memo.view.upsert_node(body)
-    reconciler.node_seen(node)
-    reconciler.changed(affected)
-
-
-@kopf.on.event("apps", "v1", "replicasets", registry=registry)
-async def replicaset_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    body = event["object"]
-    memo.view.note("replicasets", body["metadata"]["uid"])
-    if _gone(event):
-        memo.view.remove_replicaset(body["metadata"]["uid"])
-    else:
-        memo.view.upsert_replicaset(body)
-
-
-@kopf.on.event("namespaces", registry=registry)
-async def namespace_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
-    meta = event["object"]["metadata"]
-    memo.view.note("namespaces", meta["uid"])
-    if _gone(event):
-        memo.view.remove_namespace(meta["name"])
-    else:
-        memo.wake().changed(memo.view.upsert_namespace(meta["name"], meta.get("labels") or {}))
-
-
-async def pod_hints(body: kopf.Body, patch: kopf.Patch, memo: OperatorState, **_: Any) -> None:
-    """Placement hints at admission. Fails open: the webhook's failurePolicy is Ignore."""
-    decision = admission.hints_for(body, memo.view, memo.config.webhook_exclude_namespaces)
-    if decision is None:
-        return
-    for dotted, value in decision.changes.items():
-        section, name = dotted.split(".", 1)
-        target = patch.setdefault(section, {})
-        if name.startswith("annotations."):
-            target.setdefault("annotations", {})[name.split(".", 1)[1]] = value
-        else:
-            target[name] = value
-    log.debug(
-        "hints for %s/%s: %s", body.metadata.namespace, body.metadata.name, decision.explanation
-    )
-
-
-def enable_webhook() -> None:
-    """Register the admission handler; only when a webhook server is configured, since kopf
-    refuses to start with admission handlers and no server."""
-    if not any(h.id == "hints" for h in registry._webhooks.get_all_handlers()):
-        kopf.on.mutate("pods", id="hints", operations=["CREATE"], registry=registry)(pod_hints)

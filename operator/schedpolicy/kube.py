@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
@@ -215,6 +216,22 @@ class Kube:
             token = (result.get("metadata") or {}).get("continue") or ""
             if not token:
                 return uids
+
+    async def open_stream(
+        self, path: str, query: list[tuple[str, str]], accept: str, read_timeout: float
+    ) -> aiohttp.ClientResponse:
+        """A GET whose body is read by the caller as it arrives (a watch, or a list page
+        decoded straight from bytes). The caller checks the status and releases it."""
+        response = await self.api.call_api(
+            path,
+            "GET",
+            query_params=query,
+            header_params={"Accept": accept},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=30, sock_read=read_timeout),
+        )
+        return response  # type: ignore[no-any-return]
 
     async def patch_pod(
         self, namespace: str, name: str, patch: list[dict[str, Any]]

@@ -86,3 +86,22 @@ def set_unlabelled(reasons: Mapping[str, int]) -> None:
     GPU_NODES_UNLABELLED.clear()
     for reason, count in reasons.items():
         GPU_NODES_UNLABELLED.labels(reason=reason).set(count)
+
+
+WATCH_DECODE_ERRORS = Counter(
+    "schedpolicy_watch_decode_errors_total",
+    "Watch lines or listed objects skipped because they did not decode, or lacked a field"
+    " the operator needs, by kind.",
+    ["kind"],
+)
+WATCH_RESTARTS = Counter(
+    "schedpolicy_watch_restarts_total",
+    "Watch streams reopened, by kind and reason: expired (410 Gone: a full relist),"
+    " closed (the server ended the stream), error.",
+    ["kind", "reason"],
+)
+WATCH_EVENTS = Counter(
+    "schedpolicy_watch_events_total",
+    "Watch events applied to the view (the initial state's included), by kind and type.",
+    ["kind", "type"],
+)

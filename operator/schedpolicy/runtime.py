@@ -11,8 +11,8 @@ import threading
 import kopf
 import prometheus_client
 
-from schedpolicy import __version__, cert_watch, health
-from schedpolicy.handlers import enable_webhook, registry
+from schedpolicy import __version__, health
+from schedpolicy.handlers import registry
 from schedpolicy.settings import OperatorState, RunConfig
 
 log = logging.getLogger("schedpolicy")
@@ -38,17 +38,12 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     if cfg.metrics_port:
         prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)
-    if cfg.webhook_port:
-        enable_webhook()
     memo = OperatorState(config=cfg)
     # Up before kopf: a replica that cannot reach the apiserver is alive but not ready.
     probes = await health.serve(memo, "0.0.0.0", cfg.liveness_port) if cfg.liveness_port else None
     stop = asyncio.Event()
     background = [asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))]
     halt: threading.Event | asyncio.Event = stop_flag or asyncio.Event()
-    if cfg.webhook_port and cfg.webhook_cert and cfg.webhook_key:
-        files = (cfg.webhook_cert, cfg.webhook_key)
-        background.append(asyncio.create_task(cert_watch.stop_on_change(files, halt.set)))
     try:
         await kopf.operator(
             registry=registry,

@@ -26,11 +26,6 @@ class RunConfig:
     write_concurrency: int = 16
     metrics_port: int = 8080
     metrics_address: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from other pods
-    webhook_port: int = 0  # 0: no admission webhook
-    webhook_address: str = "0.0.0.0"  # all interfaces: the apiserver calls in through a Service
-    webhook_cert: str | None = None
-    webhook_key: str | None = None
-    webhook_exclude_namespaces: tuple[str, ...] = ("kube-system",)
     pending_threshold_seconds: float = 60.0
     lease: LeaseSettings | None = None  # None: no leader election, this process always writes
     liveness_port: int = 0

@@ -2,9 +2,10 @@
 
 Deciding on a partial view would write costs that the rest of the listing then changes,
 or remove costs whose policy has not been seen yet. So before the reconciler decides
-anything, the barrier lists every watched kind as metadata only (UIDs, page by page) and
-waits until the view has seen each of those objects, or seen it go. An object deleted
-before the watch ever saw it is dropped by listing again.
+anything, every informer must have read its initial state (its initial-events-end
+bookmark, or the end of its paged list), and the view must have seen every policy that
+kopf's watch delivers: those are listed as metadata only and waited for, or seen to go.
+A policy deleted before the watch ever saw it is dropped by listing again.
 """
 
 from __future__ import annotations
@@ -12,24 +13,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from schedpolicy import api
 from schedpolicy.cluster import ClusterView
+from schedpolicy.informer import Informer
 from schedpolicy.kube import Kube
 
 log = logging.getLogger("schedpolicy.sync")
 
-COLLECTIONS = {
-    "pods": "/api/v1/pods",
-    "nodes": "/api/v1/nodes",
-    "namespaces": "/api/v1/namespaces",
-    "replicasets": "/apis/apps/v1/replicasets",
-    "policies": f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}",
-}
+COLLECTIONS = {"policies": f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"}
 
 
-async def wait_until_synced(kube: Kube, view: ClusterView, poll: float = 0.2) -> None:
+async def wait_until_synced(
+    kube: Kube, view: ClusterView, informers: Sequence[Informer[Any]], poll: float = 0.2
+) -> None:
     started = time.monotonic()
+    await asyncio.gather(*(informer.synced.wait() for informer in informers))
     expected = {kind: await kube.list_uids(path) for kind, path in COLLECTIONS.items()}
     relisted = time.monotonic()
     while True:
@@ -45,7 +46,9 @@ async def wait_until_synced(kube: Kube, view: ClusterView, poll: float = 0.2) ->
         await asyncio.sleep(poll)
     view.stop_tracking()
     log.info(
-        "view caught up with %s in %.1fs",
-        ", ".join(f"{len(uids)} {kind}" for kind, uids in expected.items()),
+        "view caught up with %d pods, %d nodes, %d policies in %.1fs",
+        len(view.pods),
+        len(view.nodes),
+        len(expected["policies"]),
         time.monotonic() - started,
     )

@@ -30,6 +30,7 @@ ALL_ON = CHART / "ci" / "all-on-values.yaml"
 RELEASE, NAMESPACE = "sp-e2e", "schedpolicy-e2e"
 OPERATOR = f"{RELEASE}-schedpolicy"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{OPERATOR}"
+WEBHOOK_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{OPERATOR}-webhook"
 SINGLETON = "schedpolicy"  # the fixed name of the cluster-scoped objects, whatever the release
 
 
@@ -154,10 +155,10 @@ def test_webhook_ca_bundle_verifies_the_serving_certificate() -> None:
     assert private.public_key().public_bytes(*spki) == cert.public_key().public_bytes(*spki)
 
 
-def can_i(cluster: LocalCluster, *args: str) -> bool:
+def can_i(cluster: LocalCluster, *args: str, account: str = ACCOUNT) -> bool:
     # `can-i` exits 1 for "no", so the exit code says nothing; the answer must be one of
     # the two words, or a typo in a resource name would pass as a "no".
-    out = cluster.kubectl("auth", "can-i", *args, f"--as={ACCOUNT}", check=False).strip()
+    out = cluster.kubectl("auth", "can-i", *args, f"--as={account}", check=False).strip()
     assert out in ("yes", "no"), f"kubectl auth can-i {' '.join(args)}: {out!r}"
     return out == "yes"
 
@@ -196,6 +197,13 @@ def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Itera
         f"--clusterrole={SINGLETON}",
         f"--serviceaccount={chart.NAMESPACE}:{SINGLETON}",
     )
+    cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        "schedpolicy-webhook-local",
+        f"--clusterrole={SINGLETON}-webhook",
+        f"--serviceaccount={chart.NAMESPACE}:{SINGLETON}-webhook",
+    )
     try:
         yield helm(
             "get",
@@ -215,7 +223,8 @@ def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Itera
             "--wait",
             check=False,
         )
-        cluster.kubectl("delete", "clusterrolebinding", "schedpolicy-local", "--ignore-not-found")
+        for binding in ("schedpolicy-local", "schedpolicy-webhook-local"):
+            cluster.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
         cluster.apply_operator_rbac()
 
 
@@ -234,10 +243,12 @@ def test_install_accepts_every_object_and_runs_the_pods(
 
     def running() -> list[dict[str, Any]] | None:
         pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
-        ok = len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods)
+        ok = len(pods) == 6 and all(p["status"].get("phase") == "Running" for p in pods)
         return pods if ok else None
 
-    pods = wait_until(running, within=60, what="the operator and scheduler pods Running")
+    pods = wait_until(running, within=60, what="the controller, webhook and scheduler pods")
+    components = sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods)
+    assert components == ["operator"] * 2 + ["scheduler"] * 2 + ["webhook"] * 2
     for pod in pods:
         security = pod["spec"]["containers"][0]["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
@@ -267,6 +278,41 @@ def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str)
     ]
     assert [a for a in allowed if not can_i(cluster, *a)] == []
     assert [d for d in denied if can_i(cluster, *d)] == []
+
+
+def test_webhook_rbac_only_reads_what_hints_need(cluster: LocalCluster, installed: str) -> None:
+    allowed = [
+        ("watch", "schedulingpolicies.schedpolicy.io"),
+        ("list", "namespaces"),
+        ("watch", "nodes"),
+    ]
+    denied = [
+        ("patch", "pods", "-A"),
+        ("get", "pods", "-A"),
+        ("list", "pods", "-A"),
+        ("patch", "nodes"),
+        ("get", "secrets", "-A"),
+        ("create", "events", "-n", "default"),
+        ("update", "leases.coordination.k8s.io", "-n", NAMESPACE),
+    ]
+    assert [a for a in allowed if not can_i(cluster, *a, account=WEBHOOK_ACCOUNT)] == []
+    assert [d for d in denied if can_i(cluster, *d, account=WEBHOOK_ACCOUNT)] == []
+    (role,) = [
+        d
+        for d in render()
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == f"{SINGLETON}-webhook"
+    ]
+    rules = {
+        (group, resource): sorted(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert rules == {
+        ("schedpolicy.io", "schedulingpolicies"): ["list", "watch"],
+        ("", "namespaces"): ["list", "watch"],
+        ("", "nodes"): ["list", "watch"],
+    }
 
 
 def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:

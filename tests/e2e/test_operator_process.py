@@ -99,11 +99,8 @@ def test_a_renewed_webhook_certificate_restarts_the_process(
     # What cert-manager does on renewal: new files in the mounted Secret. kopf would keep
     # serving the old certificate, so the process must stop and be started again.
     webhook = LoopbackWebhook(cluster, tmp_path / "first", "renewal-probe")
-    proc = OperatorProcess(
-        cluster.operator_kubeconfig, tmp_path / "operator.log", *webhook.operator_args()
-    )
+    proc = webhook.start(tmp_path / "webhook.log")
     try:
-        proc.wait_for_log("view synced")
         assert proc.proc.poll() is None
         renewed = LoopbackWebhook(cluster, tmp_path / "second", "renewal-probe")
         shutil.copyfile(renewed.key, webhook.key)

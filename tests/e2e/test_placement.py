@@ -29,18 +29,30 @@ HINTS = "schedpolicy.io/hints"
 
 
 @pytest.fixture(scope="module")
-def operator(
+def processes(
     cluster: LocalCluster, crd: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    """The operator with its webhook on loopback, and the chart's webhook configuration."""
+) -> Iterator[tuple[OperatorProcess, OperatorProcess]]:
+    """The controller, and `schedpolicy webhook` on loopback behind the chart's webhook
+    configuration: the two processes the chart runs."""
     webhook = LoopbackWebhook(cluster, tmp_path_factory.mktemp("webhook-pki"), "schedpolicy-e2e")
-    args = ("--verbose", "--pending-threshold-seconds=5", *webhook.operator_args())
-    with running(cluster, *args) as proc:
+    with running(cluster, "--verbose", "--pending-threshold-seconds=5") as proc:
+        hook = webhook.start(cluster.workdir / "logs" / "schedpolicy-webhook-e2e.log", "--verbose")
         webhook.register()
         try:
-            yield proc
+            yield proc, hook
         finally:
             webhook.unregister()
+            hook.stop()
+
+
+@pytest.fixture(scope="module")
+def operator(processes: tuple[OperatorProcess, OperatorProcess]) -> OperatorProcess:
+    return processes[0]
+
+
+@pytest.fixture(scope="module")
+def webhook_process(processes: tuple[OperatorProcess, OperatorProcess]) -> OperatorProcess:
+    return processes[1]
 
 
 def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:
@@ -299,6 +311,7 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     namespace: str,
     pool: Pool,
     operator: OperatorProcess,
+    webhook_process: OperatorProcess,
     policies: list[str],
 ) -> None:
     pool.create(pool.node("open", cpu="8"))
@@ -308,7 +321,7 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     core = client.CoreV1Api(api)
 
     # With the webhook process gone, creation still succeeds, on the default scheduler.
-    operator.kill()
+    webhook_process.kill()
     try:
         created = await core.create_namespaced_pod(
             namespace, gpu_pod("unhinted", pool, gpus="0", labels={"app": "open"})
@@ -317,8 +330,19 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
         (pod,) = await bound(api, namespace, "app=open", 1)
         assert HINTS not in (pod.metadata.annotations or {})
     finally:
-        operator.restart()
-        operator.wait_for_log("view synced")
+        webhook_process.restart()
+        webhook_process.wait_for_log("webhook view synced")
+
+    # Back, it hints again; the controller never stopped.
+    again = await core.create_namespaced_pod(
+        namespace, gpu_pod("hinted-again", pool, gpus="0", labels={"app": "again"})
+    )
+    assert again.spec.scheduler_name == SCHEDULER
+    assert HINTS in (again.metadata.annotations or {})
+    assert operator.proc.poll() is None
+    # The restarted process counted and timed that answer on its own /metrics.
+    assert (webhook_process.metric("schedpolicy_webhook_requests_total", result="hinted") or 0) >= 1
+    assert (webhook_process.metric("schedpolicy_webhook_duration_seconds_count") or 0) >= 1
 
     # With our scheduler stopped, hinted pods wait, and the policy says why.
     cluster.stop_component(SCHEDULER)

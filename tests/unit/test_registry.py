@@ -53,12 +53,18 @@ def test_operator_registers_no_writing_handlers_on_pods_or_nodes() -> None:
     assert writing_handlers_on_read_only_kinds(registry) == []
 
 
-def test_webhook_handler_is_registered_only_on_request_and_once() -> None:
-    from schedpolicy.handlers import enable_webhook
+def kinds_kopf_watches(reg: kopf.OperatorRegistry) -> set[str]:
+    kinds = set()
+    for attr in ("_watching", "_changing", "_spawning", "_webhooks"):
+        for handler in getattr(reg, attr).get_all_handlers():
+            selector = handler.selector
+            if selector is not None:
+                kinds |= {str(n).lower() for n in (selector.plural, selector.any_name) if n}
+    return kinds
 
-    def hooks() -> list[str]:
-        return [h.id for h in registry._webhooks.get_all_handlers()]
 
-    enable_webhook()
-    enable_webhook()
-    assert hooks() == ["hints"]
+def test_kopf_watches_only_the_policies_and_serves_no_webhook() -> None:
+    """Pods, nodes, ReplicaSets and namespaces come through our own informers, and
+    admission is its own process: kopf's per-object path handles none of them."""
+    assert kinds_kopf_watches(registry) == {"schedulingpolicies"}
+    assert registry._webhooks.get_all_handlers() == []

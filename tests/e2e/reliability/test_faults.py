@@ -507,9 +507,12 @@ async def test_webhook_down_pods_are_created_and_costed_later(
         placement={"avoidGPUNodes": True},
         deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
     )
-    operator = start_operator(*webhook.operator_args())
+    operator = start_operator()
+    hook = webhook.start(tmp_path / "webhook.log")
     webhook.register()
     try:
+        # The whole product down: the webhook and the controller.
+        hook.kill()
         operator.kill()
         await client.AppsV1Api(api).create_namespaced_deployment(
             namespace, deployment("app", 3, node_selector=pool.selector)
@@ -517,7 +520,7 @@ async def test_webhook_down_pods_are_created_and_costed_later(
         pods = await ready_pods(api, namespace, "app=app", 3)
         assert {p.spec.scheduler_name for p in pods} == {"default-scheduler"}
         assert all("schedpolicy.io/hints" not in (p.metadata.annotations or {}) for p in pods)
-        start_operator(*webhook.operator_args())
+        start_operator()
         await asyncio.to_thread(
             wait_until, lambda: converged(cluster, namespace), within=60, what="costs"
         )
@@ -566,7 +569,10 @@ async def test_watch_expiry_relists_and_stays_correct(
     cluster.start_component("kube-apiserver")
     await asyncio.to_thread(
         wait_until,
-        lambda: "Restarting the watch-stream for pods" in operator.output(),
+        lambda: (
+            "pods: resourceVersion" in operator.output()
+            and "expired; relisting" in operator.output()
+        ),
         within=60,
         what="the 410 Gone and the relist",
     )

@@ -73,7 +73,8 @@ async def test_webhook_never_changes_pods_in_excluded_namespaces(
         ]
     }
     apply(cluster, spol)
-    start_operator(*webhook.operator_args(), f"--webhook-exclude-namespace={excluded}")
+    start_operator()
+    hook = webhook.start(tmp_path / "webhook.log", f"--exclude-namespace={excluded}")
     webhook.register(every_namespace=True)
     try:
         await asyncio.sleep(1)
@@ -85,6 +86,7 @@ async def test_webhook_never_changes_pods_in_excluded_namespaces(
         hinted = await core.create_namespaced_pod(namespace, body)
     finally:
         webhook.unregister()
+        hook.stop()
         await core.delete_namespace(excluded)
     assert hinted.spec.scheduler_name == "schedpolicy-scheduler"  # the webhook works...
     assert untouched.spec.scheduler_name == "default-scheduler"  # ...and leaves excluded pods be
