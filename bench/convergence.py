@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fleet, watching_client
+from bench import patches as patches_
 from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
@@ -98,22 +99,8 @@ async def _patch_all(
     kube = await Kube.connect(
         Credentials(kubeconfig=str(cluster.operator_kubeconfig)), "bench-baseline"
     )
-    queue: asyncio.Queue[tuple[str, list[dict[str, Any]]]] = asyncio.Queue()
-    for item in patches:
-        queue.put_nowait(item)
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        while not queue.empty():
-            name, patch = queue.get_nowait()
-            try:
-                await kube.patch_pod(NAMESPACE, name, patch)
-            except Exception:
-                errors += 1
-
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    errors = await patches_.send(kube, NAMESPACE, patches, concurrency)
     elapsed = time.perf_counter() - started
     await kube.close()
     return elapsed, errors

@@ -14,6 +14,7 @@ import contextlib
 import time
 from typing import Any
 
+from bench.patches import send
 from schedpolicy.informer import JSON
 from schedpolicy.kube import Credentials, Kube
 
@@ -49,21 +50,7 @@ async def stream_then_patch(
 
     watcher = asyncio.create_task(watch())
     await synced.wait()
-    queue: asyncio.Queue[tuple[str, list[dict[str, Any]]]] = asyncio.Queue()
-    for item in patches:
-        queue.put_nowait(item)
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        while not queue.empty():
-            name, patch = queue.get_nowait()
-            try:
-                await kube.patch_pod(namespace, name, patch)
-            except Exception:
-                errors += 1
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    errors = await send(kube, namespace, patches, concurrency)
     elapsed = time.perf_counter() - started
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):

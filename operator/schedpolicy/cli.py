@@ -190,6 +190,11 @@ def _lease(args: argparse.Namespace, identity: str) -> LeaseSettings | None:
     )
 
 
+def _instance() -> str:
+    """Unique per process, so the Lease and the audit log tell replicas apart."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
 def _configure_logging(args: argparse.Namespace) -> None:
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=args.verbose, log_format=log_format)
@@ -203,8 +208,7 @@ def _run(args: argparse.Namespace) -> int:
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    # Unique per process, so the Lease and the audit log tell replicas apart.
-    instance = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    instance = _instance()
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
@@ -259,7 +263,7 @@ def _webhook(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_address=args.metrics_address,
         health_port=args.health_port,
-        instance=f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        instance=_instance(),
     )
 
     async def until_signalled() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schedpolicy import wire
-from schedpolicy.cluster import ClusterView
+from schedpolicy.cluster import Affected, ClusterView
 from schedpolicy.informer import Informer, Resource, by_name, by_uid
 from schedpolicy.kube import Kube
 from schedpolicy.reconciler import Reconciler
@@ -81,13 +81,11 @@ class ReplicaSetFeed:
 
 
 class NamespaceFeed:
-    def __init__(self, view: ClusterView, changed: Callable[..., None] | None = None) -> None:
+    def __init__(self, view: ClusterView, changed: Callable[[Affected], None]) -> None:
         self.view, self.changed = view, changed
 
     def upsert(self, obj: wire.Metadata) -> None:
-        affected = self.view.upsert_namespace(obj.metadata.name, obj.metadata.labels or {})
-        if self.changed is not None:
-            self.changed(affected)
+        self.changed(self.view.upsert_namespace(obj.metadata.name, obj.metadata.labels or {}))
 
     def delete(self, obj: wire.Metadata) -> None:
         self.view.remove_namespace(obj.metadata.name)
