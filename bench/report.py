@@ -177,6 +177,16 @@ def section_b3(r: dict[str, Any]) -> list[str]:
             f" fail-opens **{burst['fail_opens']}**, pods without hints **{burst['pods_without_hints']}** (both must be 0).",
             "",
         ]
+        null = burst.get("null_webhook")
+        if null:
+            lines += [
+                "The same burst against a bare webhook (bench/null_webhook.py: the same aiohttp"
+                " server, TLS and msgspec decoding, no view, answers `allowed` with no patch):"
+                f" **{null['share_under_25ms']:.1%} under 25 ms**, {null['pods_created']} pods"
+                f" in {null['seconds_to_create']} s. That is what this machine lets any webhook"
+                " of ours reach; the gap between the two rows is our code's.",
+                "",
+            ]
     return [
         *lines,
         "A separate, profiled pass of the same load: [profiles/b3-webhook.txt](profiles/b3-webhook.txt).",

@@ -3,18 +3,23 @@
 Under load: 100 pod creates per second while the controller converges B1's fleet (its
 costs cleared first) in the same cluster. The webhook's p50/p99 come from its own
 histogram (buckets down to 0.5 ms); the added create p99 from the apiserver's
-`apiserver_request_duration_seconds`, against the same load with no webhook registered.
+`apiserver_request_duration_seconds`, against the same creates with no webhook registered,
+while the controller converges the same fleet from scratch too.
 
 Burst: five Deployments scaled from 0 to `burst_replicas` each at once. Reported: the
 share of webhook calls in each bucket of the apiserver's
 `apiserver_admission_webhook_admission_duration_seconds`, its fail-open count, and the
-created pods that lack their `schedpolicy.io/hints` annotation.
+created pods that lack their `schedpolicy.io/hints` annotation. The same burst runs
+once more against bench/null_webhook.py, which decides nothing, for what the machine
+itself allows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -173,10 +178,13 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     )
     request = {"verb": "POST", "resource": "pods", "subresource": ""}
 
-    # Baseline: no webhook registered.
+    # Baseline: no webhook registered, under the same load as the measured run below.
+    controller = converging_controller(cluster, scale)
     before = histogram(cluster, "apiserver_request_duration_seconds", request)
     asyncio.run(create_load(cluster, scale.webhook_seconds, "base"))
     after = histogram(cluster, "apiserver_request_duration_seconds", request)
+    if controller is not None:
+        controller.stop()
     base = {q: quantile(before, after, q) for q in (0.5, 0.99)}
     cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false")
 
@@ -211,14 +219,11 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     ]
     config["metadata"]["name"] = "bench-webhook"
     for hook in config["webhooks"]:
-        hook["clientConfig"] = {
-            "url": f"https://127.0.0.1:{port}/hints",
-            "caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode(),
-        }
-    cluster.kubectl("apply", "-f", "-", objects=[config])
-    time.sleep(3)  # the apiserver picks up webhook configurations asynchronously
+        hook["clientConfig"] = {"caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode()}
+    point_at(cluster, config, port)
     hook_match = {"name": WEBHOOK, "operation": "CREATE", "type": "admit"}
-    # Under load: the controller converges B1's fleet meanwhile, when B1 left one.
+    # Under load: the controller converges B1's fleet meanwhile, when B1 left one, from
+    # scratch again, so that both runs see the same load.
     controller = converging_controller(cluster, scale)
     before_req = histogram(cluster, "apiserver_request_duration_seconds", request)
     before_hook = histogram(
@@ -242,7 +247,19 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {})
     )
     cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false")
-    burst = run_burst(cluster, scale, hook_match)
+    burst = run_burst(cluster, scale, hook_match, "burst")
+    null_port = free_port()
+    null = subprocess.Popen(
+        [sys.executable, "-m", "bench.null_webhook", str(null_port), str(pair.cert), str(pair.key)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        point_at(cluster, config, null_port)
+        burst["null_webhook"] = run_burst(cluster, scale, hook_match, "null")
+    finally:
+        null.terminate()
+        null.wait()
+        point_at(cluster, config, port)
     operator.stop()
     # The same load once more under pyinstrument, kept apart: profiling slows the operator.
     profile = out.parent / "profiles" / "b3-webhook.txt"
@@ -275,6 +292,14 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     }
 
 
+def point_at(cluster: LocalCluster, config: dict[str, Any], port: int) -> None:
+    """(Re)register the webhook configuration with its URL on this loopback port."""
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}/hints"
+    cluster.kubectl("apply", "-f", "-", objects=[config])
+    time.sleep(3)  # the apiserver picks up webhook configurations asynchronously
+
+
 def converging_controller(cluster: LocalCluster, scale: Scale) -> OperatorProcess | None:
     """The controller converging B1's fleet from scratch (costs cleared), or None when
     there is no fleet (B3 run alone)."""
@@ -286,10 +311,12 @@ def converging_controller(cluster: LocalCluster, scale: Scale) -> OperatorProces
     return convergence.start_operator(cluster, scale, None)
 
 
-def run_burst(cluster: LocalCluster, scale: Scale, hook_match: dict[str, str]) -> dict[str, Any]:
+def run_burst(
+    cluster: LocalCluster, scale: Scale, hook_match: dict[str, str], prefix: str
+) -> dict[str, Any]:
     """Five Deployments scaled from 0 to `burst_replicas` each at once."""
     family = "apiserver_admission_webhook_admission_duration_seconds"
-    names = [f"burst-{i}" for i in range(5)]
+    names = [f"{prefix}-{i}" for i in range(5)]
     selector = f"app in ({','.join(names)})"
     cluster.kubectl(
         "apply",
@@ -315,7 +342,7 @@ def run_burst(cluster: LocalCluster, scale: Scale, hook_match: dict[str, str]) -
         )
     want = 5 * scale.burst_replicas
     fleet.wait_for(
-        lambda: len(fleet.pods(cluster, NAMESPACE, selector)) >= want,
+        lambda: fleet.replicas(cluster, NAMESPACE, "replicas") >= want,
         f"{want} burst pods created",
         within=900,
         every=2,
@@ -334,6 +361,9 @@ def run_burst(cluster: LocalCluster, scale: Scale, hook_match: dict[str, str]) -
     shares = bucket_shares(before, after)
     under_25 = sum(v for k, v in shares.items() if k != "+Inf" and float(k.split()[0]) <= 25)
     cluster.kubectl("delete", "deployments", *names, "-n", NAMESPACE, "--wait=false")
+    fleet.wait_for(
+        lambda: not fleet.pods(cluster, NAMESPACE, selector), "the burst pods gone", within=900
+    )
     return {
         "deployments": 5,
         "replicas_each": scale.burst_replicas,

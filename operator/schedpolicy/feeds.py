@@ -28,8 +28,10 @@ class PodFeed:
         self.view, self.reconciler = view, reconciler
 
     def upsert(self, obj: wire.Pod) -> None:
+        before = self.view.pods.get(obj.metadata.uid)
         pod, affected = self.view.upsert_pod(obj)
-        self.reconciler.pod_seen(pod)
+        if self.reconciler.pod_seen(pod, before):
+            affected.pods.discard(pod.uid)
         self.reconciler.changed(affected)
 
     def delete(self, obj: wire.Pod) -> None:

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from schedpolicy.policy_status import (
     needs_write,
     transitions,
 )
+from schedpolicy.records import only_cost_changed
 from schedpolicy.wording import count, pending_message
 
 log = logging.getLogger("schedpolicy.reconciler")
@@ -177,11 +178,25 @@ class Reconciler:
         self._dirty.merge(affected)
         self._wake.set()
 
-    def pod_seen(self, pod: PodRecord) -> None:
-        """Forget what we wrote once the watch shows it (or anything newer)."""
+    def pod_seen(self, pod: PodRecord, before: PodRecord | None = None) -> bool:
+        """Forget what we wrote once the watch shows it (or anything newer).
+
+        True when this event is only our own write coming back (`before` is the record it
+        replaced): nothing the plan read has moved, so the pod need not be planned again.
+        Planning every echo would double the controller's work on a cold start.
+        """
         written = self._written.get(pod.uid)
-        if written is not None and _rv(pod.resource_version) >= _rv(written.resource_version):
-            del self._written[pod.uid]
+        if written is None or _rv(pod.resource_version) < _rv(written.resource_version):
+            return False
+        del self._written[pod.uid]
+        if before is None or pod.cost != written.value or not only_cost_changed(before, pod):
+            return False
+        outcome = self.outcomes.get(pod.uid)
+        if outcome is not None and outcome.stored != pod.cost:
+            self.outcomes[pod.uid] = replace(outcome, stored=pod.cost)
+            self._counts_dirty = True
+            self._wake.set()
+        return True
 
     def node_seen(self, node: NodeRecord) -> None:
         self.labels.node_seen(node)

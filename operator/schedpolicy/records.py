@@ -204,6 +204,23 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
         return self.annotations.get(COST_ANNOTATION)
 
 
+def only_cost_changed(before: PodRecord, after: PodRecord) -> bool:
+    """Whether `after` is `before` with nothing changed but the deletion cost: its value,
+    who manages it, whether an annotations map exists, and the resourceVersion. That is
+    all our own cost patch changes, so no decision input moved."""
+    if {k: v for k, v in before.annotations.items() if k != COST_ANNOTATION} != {
+        k: v for k, v in after.annotations.items() if k != COST_ANNOTATION
+    }:
+        return False
+    return before == msgspec.structs.replace(
+        after,
+        annotations=before.annotations,
+        cost_managers=before.cost_managers,
+        has_annotations=before.has_annotations,
+        resource_version=before.resource_version,
+    )
+
+
 def _spec_requests(spec: wire.PodSpec) -> dict[str, Any]:
     # resources.effective_requests is written over the API's JSON shape; a pod has few
     # containers, so rebuilding that much of it is cheap.
