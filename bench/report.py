@@ -162,6 +162,27 @@ def section_b3(r: dict[str, Any]) -> list[str]:
         f"| create, with webhook | {r['create_p50_ms_with']} | {r['create_p99_ms_with']} |",
         f"| webhook admission (apiserver's histogram) | {r['webhook_p50_ms']} | {r['webhook_p99_ms']} |",
         f"| webhook (its own histogram) | {r.get('own_p50_ms')} | {r.get('own_p99_ms')} |",
+    ]
+    null = r.get("null_webhook")
+    if null:
+        lines += [
+            f"| bare webhook admission (apiserver's histogram) | {null['webhook_p50_ms']} | {null['webhook_p99_ms']} |",
+            f"| create, with the bare webhook | | {null['create_p99_ms_with']} |",
+            "",
+            "The bare webhook (bench/null_webhook.py) is the same aiohttp server, TLS and msgspec"
+            " decoding with no view, answering `allowed` with no patch: under the same load it adds"
+            f" {null['added_p99_ms']} ms to the create p99. The difference between its row and ours"
+            " is our code's; the rest is what this machine's apiserver and CPU allow any webhook.",
+        ]
+    busy = r.get("machine_busy_share")
+    if busy:
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in busy.items())
+        lines += [
+            "",
+            f"Both CPUs' busy share during each run (/proc/stat): {shares}. Where the apiserver's"
+            " CPU went meanwhile, with our webhook: [profiles/b3-apiserver.txt](profiles/b3-apiserver.txt).",
+        ]
+    lines += [
         "",
         f"**Webhook p99 {r.get('own_p99_ms')} ms** by its own histogram (acceptance ≤ 10, goal ≤ 3);"
         f" **added create p99 {r['added_p99_ms']} ms** (acceptance ≤ 20, goal ≤ 10).",

@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import fleet
+from bench import convergence, fleet, pprof
 from bench.scale import Scale
 from localcluster import LocalCluster, chart
 from localcluster.controlplane import free_port
@@ -177,22 +177,56 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         ],
     )
     request = {"verb": "POST", "resource": "pods", "subresource": ""}
+    hook_match = {"name": WEBHOOK, "operation": "CREATE", "type": "admit"}
+    admission = "apiserver_admission_webhook_admission_duration_seconds"
 
-    # Baseline: no webhook registered, under the same load as the measured run below.
-    controller = converging_controller(cluster, scale)
-    before = histogram(cluster, "apiserver_request_duration_seconds", request)
-    asyncio.run(create_load(cluster, scale.webhook_seconds, "base"))
-    after = histogram(cluster, "apiserver_request_duration_seconds", request)
-    if controller is not None:
-        controller.stop()
-    base = {q: quantile(before, after, q) for q in (0.5, 0.99)}
-    cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false")
+    busy: dict[str, float] = {}
+
+    def loaded(
+        prefix: str, own_port: int | None = None, profile: Path | None = None
+    ) -> dict[str, dict[float, float]]:
+        """The creates while the controller converges B1's fleet from scratch (when B1
+        left one), so every run sees the same load: quantiles of create latency, of the
+        webhook call as the apiserver saw it, and of its own histogram when it has one."""
+        controller = converging_controller(cluster, scale)
+        profiler = (
+            pprof.ApiserverProfile(cluster, max(scale.webhook_seconds - 1, 1), profile)
+            if profile
+            else None
+        )
+        ticks = pprof.cpu_ticks()
+        before = {
+            "create": histogram(cluster, "apiserver_request_duration_seconds", request),
+            "hook": histogram(cluster, admission, hook_match),
+            "own": own_histogram(own_port) if own_port else {},
+        }
+        asyncio.run(create_load(cluster, scale.webhook_seconds, prefix))
+        busy[prefix] = pprof.busy_share(ticks, pprof.cpu_ticks())
+        if profiler is not None:
+            profiler.finish()
+        after = {
+            "create": histogram(cluster, "apiserver_request_duration_seconds", request),
+            "hook": histogram(cluster, admission, hook_match),
+            "own": own_histogram(own_port) if own_port else {},
+        }
+        if controller is not None:
+            controller.stop()
+        return {k: {q: quantile(before[k], after[k], q) for q in (0.5, 0.99)} for k in before}
+
+    def clear() -> None:
+        cluster.kubectl(
+            "delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false"
+        )
+
+    under_load = bool(fleet.replicas(cluster, convergence.NAMESPACE))
+    # Baseline: no webhook registered.
+    base = loaded("base")["create"]
+    clear()
 
     # With the operator's webhook (the chart's configuration, pointed at loopback).
     ca = Authority(cluster.workdir / "bench-webhook-pki")
     pair = ca.issue("webhook", common_name="webhook", hosts=("127.0.0.1",))
     port = free_port()
-
     metrics_port = free_port()
 
     def start(env: dict[str, str] | None = None) -> OperatorProcess:
@@ -221,33 +255,17 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     for hook in config["webhooks"]:
         hook["clientConfig"] = {"caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode()}
     point_at(cluster, config, port)
-    hook_match = {"name": WEBHOOK, "operation": "CREATE", "type": "admit"}
-    # Under load: the controller converges B1's fleet meanwhile, when B1 left one, from
-    # scratch again, so that both runs see the same load.
-    controller = converging_controller(cluster, scale)
-    before_req = histogram(cluster, "apiserver_request_duration_seconds", request)
-    before_hook = histogram(
-        cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match
-    )
-    before_own = own_histogram(metrics_port)
-    asyncio.run(create_load(cluster, scale.webhook_seconds, "hooked"))
-    after_req = histogram(cluster, "apiserver_request_duration_seconds", request)
-    after_hook = histogram(
-        cluster, "apiserver_admission_webhook_admission_duration_seconds", hook_match
-    )
-    after_own = own_histogram(metrics_port)
-    if controller is not None:
-        controller.stop()
-    hooked = {q: quantile(before_req, after_req, q) for q in (0.5, 0.99)}
-    hook = {q: quantile(before_hook, after_hook, q) for q in (0.5, 0.99)}
-    own = {q: quantile(before_own, after_own, q) for q in (0.5, 0.99)}
+    ours = loaded("hooked", metrics_port, out.parent / "profiles" / "b3-apiserver.txt")
+    hooked, hook, own = ours["create"], ours["hook"], ours["own"]
     hinted = sum(
         1
         for p in fleet.pods(cluster, NAMESPACE, "app=load")
         if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {})
     )
-    cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false")
+    clear()
     burst = run_burst(cluster, scale, hook_match, "burst")
+
+    # The same load and burst against a webhook that decides nothing: what the machine allows.
     null_port = free_port()
     null = subprocess.Popen(
         [sys.executable, "-m", "bench.null_webhook", str(null_port), str(pair.cert), str(pair.key)],
@@ -255,6 +273,8 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     )
     try:
         point_at(cluster, config, null_port)
+        bare = loaded("null")
+        clear()
         burst["null_webhook"] = run_burst(cluster, scale, hook_match, "null")
     finally:
         null.terminate()
@@ -276,7 +296,14 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         "creates": scale.webhook_seconds * RATE,
         "rate_per_second": RATE,
         "pods_hinted": hinted,
-        "under_load": controller is not None,
+        "under_load": under_load,
+        "machine_busy_share": busy,
+        "null_webhook": {
+            "webhook_p50_ms": round(bare["hook"][0.5], 2),
+            "webhook_p99_ms": round(bare["hook"][0.99], 2),
+            "create_p99_ms_with": round(bare["create"][0.99], 2),
+            "added_p99_ms": round(bare["create"][0.99] - base[0.99], 2),
+        },
         "webhook_p50_ms": round(hook[0.5], 2),
         "webhook_p99_ms": round(hook[0.99], 2),
         "own_p50_ms": round(own[0.5], 3),
@@ -303,9 +330,7 @@ def point_at(cluster: LocalCluster, config: dict[str, Any], port: int) -> None:
 def converging_controller(cluster: LocalCluster, scale: Scale) -> OperatorProcess | None:
     """The controller converging B1's fleet from scratch (costs cleared), or None when
     there is no fleet (B3 run alone)."""
-    from bench import convergence
-
-    if not fleet.pods(cluster, convergence.NAMESPACE):
+    if not fleet.replicas(cluster, convergence.NAMESPACE):
         return None
     convergence.clear_costs(cluster, scale.write_concurrency)
     return convergence.start_operator(cluster, scale, None)
