@@ -96,7 +96,7 @@ def pods(
     return list(json.loads(cluster.kubectl(*args))["items"])
 
 
-def replicas(cluster: LocalCluster, namespace: str, field: str = "readyReplicas") -> int:
+def replicas(cluster: LocalCluster, namespace: str, field: str = "replicas") -> int:
     """A status count summed over the namespace's Deployments.
 
     The cheap progress probe: listing every pod of a 10k-pod fleet every few seconds makes

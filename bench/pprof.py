@@ -6,6 +6,7 @@ apiserver, on the same two cores, is the bottleneck; these say whether it is.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import urllib.request
@@ -24,6 +25,17 @@ def cpu_ticks() -> tuple[int, int]:
 def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     total = after[1] - before[1]
     return round((after[0] - before[0]) / total, 3) if total else 0.0
+
+
+def sched_ns(pid: int) -> tuple[int, int]:
+    """(on-CPU, waiting-for-a-CPU) nanoseconds of all a process's threads so far, from
+    /proc/<pid>/task/*/schedstat: time runnable but not running is the machine's doing."""
+    ran = waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            on_cpu, runqueue, _ = (int(v) for v in (task / "schedstat").read_text().split())
+            ran, waited = ran + on_cpu, waited + runqueue
+    return ran, waited
 
 
 class ApiserverProfile:

@@ -182,6 +182,12 @@ def section_b3(r: dict[str, Any]) -> list[str]:
             f"Both CPUs' busy share during each run (/proc/stat): {shares}. Where the apiserver's"
             " CPU went meanwhile, with our webhook: [profiles/b3-apiserver.txt](profiles/b3-apiserver.txt).",
         ]
+    for who, s in (r.get("webhook_scheduling") or {}).items():
+        name = "our webhook" if who == "hooked" else "the bare webhook"
+        lines.append(
+            f"Per call, {name} ran {s['cpu_ms_per_call']} ms on a CPU and waited"
+            f" {s['runqueue_wait_ms_per_call']} ms for one (/proc/<pid>/schedstat)."
+        )
     lines += [
         "",
         f"**Webhook p99 {r.get('own_p99_ms')} ms** by its own histogram (acceptance ≤ 10, goal ≤ 3);"

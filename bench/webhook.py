@@ -182,8 +182,13 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
 
     busy: dict[str, float] = {}
 
+    sched: dict[str, dict[str, float]] = {}
+
     def loaded(
-        prefix: str, own_port: int | None = None, profile: Path | None = None
+        prefix: str,
+        own_port: int | None = None,
+        profile: Path | None = None,
+        pid: int | None = None,
     ) -> dict[str, dict[float, float]]:
         """The creates while the controller converges B1's fleet from scratch (when B1
         left one), so every run sees the same load: quantiles of create latency, of the
@@ -195,6 +200,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
             else None
         )
         ticks = pprof.cpu_ticks()
+        sched_before = pprof.sched_ns(pid) if pid else (0, 0)
         before = {
             "create": histogram(cluster, "apiserver_request_duration_seconds", request),
             "hook": histogram(cluster, admission, hook_match),
@@ -202,6 +208,13 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         }
         asyncio.run(create_load(cluster, scale.webhook_seconds, prefix))
         busy[prefix] = pprof.busy_share(ticks, pprof.cpu_ticks())
+        if pid:
+            ran, waited = (a - b for a, b in zip(pprof.sched_ns(pid), sched_before, strict=True))
+            calls = scale.webhook_seconds * RATE
+            sched[prefix] = {
+                "cpu_ms_per_call": round(ran / 1e6 / calls, 3),
+                "runqueue_wait_ms_per_call": round(waited / 1e6 / calls, 3),
+            }
         if profiler is not None:
             profiler.finish()
         after = {
@@ -255,7 +268,9 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     for hook in config["webhooks"]:
         hook["clientConfig"] = {"caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode()}
     point_at(cluster, config, port)
-    ours = loaded("hooked", metrics_port, out.parent / "profiles" / "b3-apiserver.txt")
+    ours = loaded(
+        "hooked", metrics_port, out.parent / "profiles" / "b3-apiserver.txt", operator.proc.pid
+    )
     hooked, hook, own = ours["create"], ours["hook"], ours["own"]
     hinted = sum(
         1
@@ -273,7 +288,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     )
     try:
         point_at(cluster, config, null_port)
-        bare = loaded("null")
+        bare = loaded("null", pid=null.pid)
         clear()
         burst["null_webhook"] = run_burst(cluster, scale, hook_match, "null")
     finally:
@@ -298,6 +313,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         "pods_hinted": hinted,
         "under_load": under_load,
         "machine_busy_share": busy,
+        "webhook_scheduling": sched,
         "null_webhook": {
             "webhook_p50_ms": round(bare["hook"][0.5], 2),
             "webhook_p99_ms": round(bare["hook"][0.99], 2),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections import Counter, defaultdict
@@ -25,7 +24,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy import api, costs, decisions, matching, metrics
+from schedpolicy import api, costs, decisions, heap, matching, metrics
 from schedpolicy.cluster import Affected, ClusterView, NodeRecord, PodRecord, PolicyObject
 from schedpolicy.kube import Kube, ObjectRef, cost_patch, cost_removal_patch
 from schedpolicy.label_sync import LabelSync
@@ -154,8 +153,7 @@ class Reconciler:
             )
             self.synced.set()
             self._wake.set()
-            # Everything read so far lives long; keep the collector from walking it again.
-            gc.freeze()
+            heap.settle()
 
     def policies_changed(self) -> None:
         self._policies_dirty = True

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import threading
 
 import kopf
 import prometheus_client
 
-from schedpolicy import __version__, health
+from schedpolicy import __version__, health, heap
 from schedpolicy.handlers import registry
 from schedpolicy.settings import OperatorState, RunConfig
 
@@ -27,14 +26,8 @@ async def heartbeat(interval: float, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
 
-# Every watch event is parsed into thousands of short-lived dicts, while the view's records
-# live for hours: with the default threshold (700 allocations) the cyclic collector runs
-# many times per second and walks the whole view. Collect young objects far less often.
-GC_THRESHOLDS = (50_000, 20, 50)
-
-
 async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
-    gc.set_threshold(*GC_THRESHOLDS)
+    heap.tune()
     if cfg.metrics_port:
         prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)

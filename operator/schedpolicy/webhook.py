@@ -24,7 +24,7 @@ import prometheus_client
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
-from schedpolicy import admission, api, cert_watch, wire
+from schedpolicy import admission, api, cert_watch, heap, wire
 from schedpolicy.admission_view import AdmissionView
 from schedpolicy.informer import Informer, Resource, by_name
 from schedpolicy.kube import Credentials, Kube
@@ -155,6 +155,7 @@ def probes(view: AdmissionView, informers: list[Informer[Any]]) -> web.Applicati
 
 
 async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
+    heap.tune()
     halt = stop or asyncio.Event()
     if cfg.metrics_port:
         prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
@@ -188,6 +189,7 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
 
     async def announce_sync() -> None:
         await asyncio.gather(*(i.synced.wait() for i in informers))
+        heap.settle()
         log.info(
             "webhook view synced: %d policies, %d namespaces",
             len(view.policies()),
