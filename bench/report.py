@@ -176,7 +176,7 @@ def section_b3(r: dict[str, Any]) -> list[str]:
         ]
     busy = r.get("machine_busy_share")
     if busy:
-        shares = ", ".join(f"{k} {v:.0%}" for k, v in busy.items())
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in busy.items())
         lines += [
             "",
             f"Both CPUs' busy share during each run (/proc/stat): {shares}. Where the apiserver's"
