@@ -1,10 +1,10 @@
-"""B3's burst baseline: the least a Python admission webhook costs on this machine.
+"""B3's baseline webhook: the least a Python admission webhook costs on this machine.
 
 `python -m bench.null_webhook PORT CERT KEY` serves `/hints` over the same TLS, with the
 same aiohttp server and msgspec decoding as `schedpolicy webhook`, and answers every
-review `allowed` with no patch, holding no view and deciding nothing. The share of its
-calls under 25 ms, in the same burst, is what this machine lets any webhook of ours reach:
-the gap between it and ours is our code's.
+review `allowed` with no patch, holding no view and deciding nothing. Its latency under
+the same load and burst is what this machine lets any webhook of ours reach: the gap
+between it and ours is our code's.
 """
 
 from __future__ import annotations

@@ -66,6 +66,11 @@ class Affected:
     all_pods: bool = False  # eligible zones or namespace labels changed
     label_nodes: set[str] = field(default_factory=set)  # nodes whose GPU labels need a look
 
+    def __bool__(self) -> bool:
+        return bool(
+            self.pods or self.nodes or self.replicasets or self.all_pods or self.label_nodes
+        )
+
     def merge(self, other: Affected) -> None:
         self.pods |= other.pods
         self.nodes |= other.nodes

@@ -32,7 +32,8 @@ class PodFeed:
         pod, affected = self.view.upsert_pod(obj)
         if self.reconciler.pod_seen(pod, before):
             affected.pods.discard(pod.uid)
-        self.reconciler.changed(affected)
+        if affected:  # our own echo touches nothing: no reconcile pass to wake
+            self.reconciler.changed(affected)
 
     def delete(self, obj: wire.Pod) -> None:
         self._gone(obj.metadata.uid)
