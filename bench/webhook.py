@@ -39,49 +39,40 @@ RATE = 100  # creates per second
 WEBHOOK = "hints.schedpolicy.io"
 
 
-def histogram(cluster: LocalCluster, family: str, match: dict[str, str]) -> dict[float, float]:
-    """Cumulative bucket counts of one histogram, summed over series that match `match`."""
+def scrape(url: str, cluster: LocalCluster | None = None) -> str:
+    """A /metrics page; the apiserver's with the cluster's admin credentials."""
     import urllib.request
 
-    with urllib.request.urlopen(
-        f"{cluster.server}/metrics", context=cluster.ssl_context(), timeout=10
-    ) as r:
-        text = r.read().decode()
+    context = cluster.ssl_context() if cluster is not None else None
+    with urllib.request.urlopen(url, context=context, timeout=10) as r:
+        return str(r.read().decode())
+
+
+def apiserver_metrics(cluster: LocalCluster) -> str:
+    return scrape(f"{cluster.server}/metrics", cluster)
+
+
+def histogram(text: str, family: str, match: dict[str, str] | None = None) -> dict[float, float]:
+    """Cumulative bucket counts of one histogram, summed over series that match `match`."""
     buckets: dict[float, float] = {}
     for fam in text_string_to_metric_families(text):
         if fam.name != family:
             continue
         for s in fam.samples:
-            if s.name.endswith("_bucket") and all(s.labels.get(k) == v for k, v in match.items()):
+            if s.name.endswith("_bucket") and all(
+                s.labels.get(k) == v for k, v in (match or {}).items()
+            ):
                 le = float(s.labels["le"])
                 buckets[le] = buckets.get(le, 0.0) + s.value
     return buckets
 
 
-def scrape(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return str(r.read().decode())
-
-
 def own_histogram(port: int) -> dict[float, float]:
-    buckets: dict[float, float] = {}
-    for fam in text_string_to_metric_families(scrape(f"http://127.0.0.1:{port}/metrics")):
-        if fam.name == "schedpolicy_webhook_duration_seconds":
-            for s in fam.samples:
-                if s.name.endswith("_bucket"):
-                    buckets[float(s.labels["le"])] = s.value
-    return buckets
+    text = scrape(f"http://127.0.0.1:{port}/metrics")
+    return histogram(text, "schedpolicy_webhook_duration_seconds")
 
 
-def apiserver_counter(cluster: LocalCluster, family: str, match: dict[str, str]) -> float:
-    import urllib.request
-
-    with urllib.request.urlopen(
-        f"{cluster.server}/metrics", context=cluster.ssl_context(), timeout=10
-    ) as r:
-        text = r.read().decode()
+def counter(text: str, family: str, match: dict[str, str]) -> float:
     total = 0.0
     for fam in text_string_to_metric_families(text):
         if fam.name in (family, family.removesuffix("_total")):
@@ -201,9 +192,10 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         )
         ticks = pprof.cpu_ticks()
         sched_before = pprof.sched_ns(pid) if pid else (0, 0)
+        text = apiserver_metrics(cluster)
         before = {
-            "create": histogram(cluster, "apiserver_request_duration_seconds", request),
-            "hook": histogram(cluster, admission, hook_match),
+            "create": histogram(text, "apiserver_request_duration_seconds", request),
+            "hook": histogram(text, admission, hook_match),
             "own": own_histogram(own_port) if own_port else {},
         }
         asyncio.run(create_load(cluster, scale.webhook_seconds, prefix))
@@ -217,9 +209,10 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
             }
         if profiler is not None:
             profiler.finish()
+        text = apiserver_metrics(cluster)
         after = {
-            "create": histogram(cluster, "apiserver_request_duration_seconds", request),
-            "hook": histogram(cluster, admission, hook_match),
+            "create": histogram(text, "apiserver_request_duration_seconds", request),
+            "hook": histogram(text, admission, hook_match),
             "own": own_histogram(own_port) if own_port else {},
         }
         if controller is not None:
@@ -365,11 +358,11 @@ def run_burst(
         "-",
         objects=[fleet.deployment(n, NAMESPACE, 0, {"bench": "nowhere"}) for n in names],
     )
-    before = histogram(cluster, family, hook_match)
+    fail_open = "apiserver_admission_webhook_fail_open_count"
     fail_open_match = {"name": WEBHOOK}
-    fail_open_before = apiserver_counter(
-        cluster, "apiserver_admission_webhook_fail_open_count", fail_open_match
-    )
+    text = apiserver_metrics(cluster)
+    before = histogram(text, family, hook_match)
+    fail_open_before = counter(text, fail_open, fail_open_match)
     started = time.monotonic()
     for n in names:
         cluster.kubectl(
@@ -390,11 +383,9 @@ def run_burst(
     )
     took = time.monotonic() - started
     time.sleep(2)
-    after = histogram(cluster, family, hook_match)
-    fail_opens = (
-        apiserver_counter(cluster, "apiserver_admission_webhook_fail_open_count", fail_open_match)
-        - fail_open_before
-    )
+    text = apiserver_metrics(cluster)
+    after = histogram(text, family, hook_match)
+    fail_opens = counter(text, fail_open, fail_open_match) - fail_open_before
     pods = fleet.pods(cluster, NAMESPACE, selector)
     unhinted = sum(
         1 for p in pods if "schedpolicy.io/hints" not in (p["metadata"].get("annotations") or {})
