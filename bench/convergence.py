@@ -57,7 +57,9 @@ POLICY = {
 def build_fleet(cluster: LocalCluster, scale: Scale) -> None:
     started = time.monotonic()
     nodes = fleet.fake_nodes("fleet", scale.nodes)
-    cluster.create_nodes(nodes, timeout=300)
+    # About 11 pods/s and 10 nodes/s here: the budgets grow with the fleet (30k pods at large).
+    budget = max(1800.0, scale.pods * 0.2)
+    cluster.create_nodes(nodes, timeout=max(300.0, scale.nodes * 0.3))
     fleet.namespace(cluster, NAMESPACE)
     fleet.create_in_batches(
         cluster,
@@ -72,13 +74,13 @@ def build_fleet(cluster: LocalCluster, scale: Scale) -> None:
     fleet.wait_for(
         lambda: fleet.replicas(cluster, NAMESPACE, "replicas") >= scale.pods,
         f"{scale.pods} fleet pods created",
-        within=1800,
+        within=budget,
         every=5,
     )
     fleet.wait_for(
         lambda: sum(fleet.running(p) for p in fleet.pods(cluster, NAMESPACE)) == scale.pods,
         f"{scale.pods} fleet pods Running",
-        within=1800,
+        within=budget,
         every=15,
     )
     took = time.monotonic() - started
