@@ -29,10 +29,11 @@ tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools
 	@bash tools/build.sh
 
 .PHONY: lint
-lint: venv ## ruff, mypy and hadolint
+lint: venv ## ruff, mypy, the layer contract (import-linter) and hadolint
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
 	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: fmt
@@ -41,7 +42,7 @@ fmt: venv ## format and autofix
 	$(VENV)/bin/ruff check --fix operator localcluster tests bench scripts
 
 .PHONY: crds
-crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/api.py
+crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/api.py
 	$(PY) -m schedpolicy crd > crds/schedulingpolicies.schedpolicy.io.yaml
 	cp crds/schedulingpolicies.schedpolicy.io.yaml chart/crds/
 

@@ -32,8 +32,8 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
-from schedpolicy import decisions
-from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch, pointer
+from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube, cost_patch, pointer
+from schedpolicy.view import decisions
 
 NAMESPACE = "bench-fleet"
 POLICY = {

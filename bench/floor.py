@@ -16,12 +16,12 @@ from pathlib import Path
 import msgspec
 
 # The operator's and the webhook's imports are part of the floor.
-import schedpolicy.runtime
-import schedpolicy.webhook  # noqa: F401
-from schedpolicy import wire
-from schedpolicy.informer import JSON
-from schedpolicy.kube import Credentials, Kube
-from schedpolicy.records import node_record, pod_record
+import schedpolicy.app.runtime
+import schedpolicy.app.webhook  # noqa: F401
+from schedpolicy.shell.informer import JSON
+from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.view import wire
+from schedpolicy.view.records import node_record, pod_record
 
 
 def rss_mib() -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from schedpolicy.kube import Kube
+from schedpolicy.shell.kube import Kube
 
 Patch = tuple[str, list[dict[str, Any]]]  # pod name, JSON Patch
 

@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from bench.patches import send
-from schedpolicy.informer import JSON
-from schedpolicy.kube import Credentials, Kube
+from schedpolicy.shell.informer import JSON
+from schedpolicy.shell.kube import Credentials, Kube
 
 END = b'"k8s.io/initial-events-end":"true"'
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from localcluster import LocalCluster
 from localcluster.binaries import REPO, bin_dir
-from schedpolicy import explain
-from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube
+from schedpolicy.app import explain
+from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube
 
 CLUSTER = LocalCluster()
 

@@ -1,5 +1,5 @@
 import sys
 
-from schedpolicy.cli import main
+from schedpolicy.app.cli import main
 
 sys.exit(main())

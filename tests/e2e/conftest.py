@@ -21,7 +21,7 @@ from kubernetes_asyncio import client, config
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess, running
-from schedpolicy.kube import Credentials, Kube
+from schedpolicy.shell.kube import Credentials, Kube
 from tests.e2e.pools import Pool
 
 PYTEST_WORKDIR = REPO / ".cluster" / "pytest"

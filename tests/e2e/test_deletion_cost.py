@@ -23,8 +23,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
-from schedpolicy import explain
-from schedpolicy.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
+from schedpolicy.app import explain
+from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply_namespace_policy, get_json
 

@@ -13,8 +13,8 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
-from schedpolicy import explain
-from schedpolicy.kube import Kube
+from schedpolicy.app import explain
+from schedpolicy.shell.kube import Kube
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, wait_until
 from tests.e2e.pools import POOL_LABEL, Pool, apply, get_json
 

@@ -11,7 +11,7 @@ import yaml
 from localcluster import ClusterError, LocalCluster
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess
-from schedpolicy.kube import EVENT_NAMESPACE
+from schedpolicy.shell.kube import EVENT_NAMESPACE
 from tests.e2e.kubeobjects import wait_until
 from tests.e2e.policies import MalformedCase, malformed
 

@@ -18,8 +18,8 @@ from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
 from localcluster.topology import FakeNode
-from schedpolicy import explain
-from schedpolicy.kube import COST_ANNOTATION, Kube
+from schedpolicy.app import explain
+from schedpolicy.shell.kube import COST_ANNOTATION, Kube
 from tests.e2e.kubeobjects import deployment, eventually, ready_pods
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.operator_process import OperatorProcess
-from schedpolicy.api import is_reserved_label_domain
+from schedpolicy.core.api import is_reserved_label_domain
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from schedpolicy import decisions
-from schedpolicy.admission import MalformedReview, hints_for, review
+from schedpolicy.view import decisions
+from schedpolicy.view.admission import MalformedReview, hints_for, review
 
 POLICY = {
     "apiVersion": "schedpolicy.io/v1alpha1",

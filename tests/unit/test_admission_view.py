@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from schedpolicy import wire
-from schedpolicy.admission_view import AdmissionView
-from schedpolicy.gpu import INSTANCE_TYPE
+from schedpolicy.core.gpu import INSTANCE_TYPE
+from schedpolicy.view import wire
+from schedpolicy.view.admission_view import AdmissionView
 
 
 def policy(name: str, spec: dict[str, object]) -> wire.SchedulingPolicy:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from localcluster.binaries import REPO
-from schedpolicy import api
+from schedpolicy.core import api
 from tests.e2e.policies import MalformedCase, malformed
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from schedpolicy import __version__
-from schedpolicy.cli import build_parser, main
+from schedpolicy.app.cli import build_parser, main
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,14 +4,14 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.cluster import (
+from schedpolicy.shell.kube import cost_patch
+from schedpolicy.view.cluster import (
     COST_ANNOTATION,
     ClusterView,
     annotation_managers,
     node_record,
     pod_record,
 )
-from schedpolicy.kube import cost_patch
 
 
 def pod(

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from localcluster.binaries import REPO
-from schedpolicy import api, crd
+from schedpolicy.core import api, crd
 
 COMMITTED = REPO / "crds" / "schedulingpolicies.schedpolicy.io.yaml"
 

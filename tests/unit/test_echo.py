@@ -8,12 +8,12 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from schedpolicy import wire
-from schedpolicy.cluster import COST_ANNOTATION, ClusterView, pod_record
-from schedpolicy.feeds import PodFeed
-from schedpolicy.kube import Kube
-from schedpolicy.reconciler import PodOutcome, Reconciler, Written
-from schedpolicy.records import only_cost_changed
+from schedpolicy.shell.feeds import PodFeed
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.reconciler import PodOutcome, Reconciler, Written
+from schedpolicy.view import wire
+from schedpolicy.view.cluster import COST_ANNOTATION, ClusterView, pod_record
+from schedpolicy.view.records import only_cost_changed
 from tests.unit.test_cluster import pod
 
 OURS = [

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.api import GPULabels
-from schedpolicy.gpu import (
+from schedpolicy.core.api import GPULabels
+from schedpolicy.core.gpu import (
     GFD_MEMORY,
     GFD_PRODUCT,
     GFD_REPLICAS,

@@ -7,9 +7,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from schedpolicy.api import parse_spec
-from schedpolicy.hints import HINTS_ANNOTATION, decide, gpu_request
-from schedpolicy.matching import Policy
+from schedpolicy.core.api import parse_spec
+from schedpolicy.core.hints import HINTS_ANNOTATION, decide, gpu_request
+from schedpolicy.core.matching import Policy
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 GPU_PLACEMENT = {"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40960}}

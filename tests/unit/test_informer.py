@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from schedpolicy import metrics, wire
-from schedpolicy.informer import Expired, Informer, Resource, StreamError, by_uid
+from schedpolicy.shell import metrics
+from schedpolicy.shell.informer import Expired, Informer, Resource, StreamError, by_uid
+from schedpolicy.view import wire
 
 PODS = Resource("pods-test", "/api/v1/pods", wire.Pod, by_uid)
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from schedpolicy import decisions
-from schedpolicy.gpu import GFD_MEMORY, GFD_PRODUCT
-from schedpolicy.kube import Kube, ObjectRef
-from schedpolicy.label_sync import LabelSync
+from schedpolicy.core.gpu import GFD_MEMORY, GFD_PRODUCT
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.label_sync import LabelSync
+from schedpolicy.view import decisions
 
 POLICY = {
     "apiVersion": "schedpolicy.io/v1alpha1",

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.api import LabelSelector, parse_spec
-from schedpolicy.matching import (
+from schedpolicy.core.api import LabelSelector, parse_spec
+from schedpolicy.core.matching import (
     Policy,
     conflicts,
     governing_node_policy,

@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 import pytest
 
-from schedpolicy.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
+from schedpolicy.shell.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 
 POLICY = {
     "apiVersion": "schedpolicy.io/v1alpha1",

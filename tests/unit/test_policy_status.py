@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.api import SpecError
-from schedpolicy.matching import Conflict
-from schedpolicy.policy_status import (
+from schedpolicy.core.api import SpecError
+from schedpolicy.core.matching import Conflict
+from schedpolicy.core.policy_status import (
     Counts,
     Observation,
     desired_status,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.ranking import (
+from schedpolicy.core.ranking import (
     RankedPod,
     compare,
     parse_time,

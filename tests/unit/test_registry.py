@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from schedpolicy.handlers import registry
+from schedpolicy.app.handlers import registry
 
 READ_ONLY = {"pods", "nodes"}
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.resources import QuantityError, effective_requests, millicores, parse_quantity
+from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
 
 
 @pytest.mark.parametrize(

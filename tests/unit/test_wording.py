@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedpolicy.wording import count, pending_message
+from schedpolicy.core.wording import count, pending_message
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
-from schedpolicy.cluster import ClusterView
-from schedpolicy.kube import Kube, ObjectRef
-from schedpolicy.reconciler import TRANSIENT_FAILURES_BEFORE_EVENT, Reconciler
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.reconciler import TRANSIENT_FAILURES_BEFORE_EVENT, Reconciler
+from schedpolicy.view.cluster import ClusterView
 from tests.unit.test_cluster import pod
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from schedpolicy import decisions
-from schedpolicy.kube import COST_ANNOTATION
+from schedpolicy.shell.kube import COST_ANNOTATION
+from schedpolicy.view import decisions
 
 Start = Callable[..., OperatorProcess]
 

@@ -1,0 +1,441 @@
+"""`schedpolicy explain` and `schedpolicy simulate`: why a pod or node looks the way it does,
+and which replicas a scale-down would remove. Reads the cluster once, then runs the same pure
+functions the operator runs (decisions.py, ranking.py), so the answers cannot drift from what
+the operator does."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schedpolicy.core import api, matching, ranking
+from schedpolicy.core.gpu import OWNED_ANNOTATION, label_keys, parse_owned
+from schedpolicy.core.hints import HINTS_ANNOTATION
+from schedpolicy.core.wording import count
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.scraper import read_endpoint
+from schedpolicy.view import decisions
+from schedpolicy.view.cluster import COST_ANNOTATION, ClusterView, PodRecord, annotation_managers
+
+POLICIES = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+REVISION = "deployment.kubernetes.io/revision"
+
+
+class ExplainError(RuntimeError):
+    """Something the user can fix: a missing object, or credentials that may not read it."""
+
+
+async def _get(kube: Kube, path: str, what: str) -> dict[str, Any]:
+    try:
+        return await kube.get(path)
+    except ApiException as err:
+        if err.status == 404:
+            raise ExplainError(f"{what} not found") from None
+        if err.status in (401, 403):
+            raise ExplainError(
+                f"not allowed to read {what}: {err.reason} (check your RBAC)"
+            ) from None
+        raise
+
+
+async def _items(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
+    try:
+        return await kube.items(path, **query)
+    except ApiException as err:
+        if err.status in (401, 403):
+            raise ExplainError(
+                f"not allowed to list {what}: {err.reason} (check your RBAC)"
+            ) from None
+        raise
+
+
+def split(ref: str, kind: str) -> tuple[str, str]:
+    if "/" not in ref:
+        raise ExplainError(f"{kind} must be given as NAMESPACE/NAME, not {ref!r}")
+    namespace, name = ref.split("/", 1)
+    return namespace, name
+
+
+def _since(when: str | None, now: datetime) -> float | None:
+    if not when:
+        return None
+    return (now - datetime.fromisoformat(when.replace("Z", "+00:00"))).total_seconds()
+
+
+def _our_write_time(meta: Mapping[str, Any]) -> str | None:
+    for entry in meta.get("managedFields") or []:
+        if entry.get("manager") == api.FIELD_MANAGER and "f:annotations" in (
+            (entry.get("fieldsV1") or {}).get("f:metadata") or {}
+        ):
+            return str(entry.get("time"))
+    return None
+
+
+async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict[str, Any]:
+    now = now or datetime.now(UTC)
+    namespace, name = split(ref, "pod")
+    pod = await _get(kube, f"/api/v1/namespaces/{namespace}/pods/{name}", f"pod {ref}")
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    policies = await _items(kube, POLICIES, "SchedulingPolicies")
+    nodes = await _items(kube, "/api/v1/nodes", "nodes")
+    ns = await _get(kube, f"/api/v1/namespaces/{namespace}", f"namespace {namespace}")
+    neighbours = (
+        await _items(kube, "/api/v1/pods", "pods", fieldSelector=f"spec.nodeName={node_name}")
+        if node_name
+        else []
+    )
+    siblings = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
+    seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
+    view = decisions.build_view(policies=policies, nodes=nodes, namespaces=[ns], pods=seen.values())
+    record = view.pods[pod["metadata"]["uid"]]
+    read = await _read_endpoints(view, record)
+    result = decisions.pod_cost(view, record, now)
+    conflicts = matching.conflicts(view.policies())
+
+    meta = pod["metadata"]
+    stored = (meta.get("annotations") or {}).get(COST_ANNOTATION)
+    ours = api.FIELD_MANAGER in annotation_managers(
+        meta.get("managedFields") or [], COST_ANNOTATION
+    )
+    decision = result.decision
+    policy = result.match.policy
+    out: dict[str, Any] = {
+        "pod": f"{namespace}/{name}",
+        "uid": meta["uid"],
+        "owner": f"{record.owner_kind}/{record.owner_name}" if record.owner_kind else None,
+        "node": node_name,
+        "policy": {
+            "name": policy.name if policy else None,
+            "why": result.match.reason,
+            "candidates": list(result.match.candidates),
+            "conflicts": [c.describe() for c in conflicts.get(policy.name, [])] if policy else [],
+        },
+        "stored": {
+            "value": stored,
+            # What the ReplicaSet controller ranks by: 0 for text its parser refuses.
+            "readAs": ranking.read_deletion_cost(stored),
+            "ours": ours,
+            "writtenAt": _our_write_time(meta) if ours else None,
+        },
+    }
+    if decision is not None:
+        out["cost"] = {
+            "signals": [
+                {"type": s.type, "points": s.points, "detail": s.detail} for s in decision.signals
+            ],
+            "sum": decision.raw,
+            "bucket": decision.bucket,
+            "bucketed": decision.bucketed,
+            "bounds": list(decision.bounds),
+            "final": decision.final,
+            "held": decision.hold.detail if decision.hold else None,
+            "explanation": decision.explain(),
+            "endpointsRead": read,
+        }
+    out["write"] = _write_state(result.plan, out["stored"], policy, now)
+    hints = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
+    out["hints"] = json.loads(hints) if hints else None
+    return out
+
+
+async def _read_endpoints(view: ClusterView, pod: PodRecord) -> list[str]:
+    """Metric signals read from the pod's endpoint: the operator keeps its readings in memory,
+    so explain takes a reading of its own. Returns the URLs it read."""
+    policy = matching.governing_policy(
+        view.policies(), "deletionCost", pod.labels, view.namespaces.get(pod.namespace, {})
+    ).policy
+    spec = policy.spec.deletion_cost if policy else None
+    sources = [
+        s.metric.prometheus
+        for s in (spec.signals if spec else ())
+        if s.metric is not None and s.metric.prometheus is not None
+    ]
+    if not sources or pod.pod_ip is None:
+        return []
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        for src in sources:
+            reading = await read_endpoint(session, pod.pod_ip, src)
+            view.scraped[(pod.uid, src.port, src.path, src.metric)] = reading
+    return [f"http://{pod.pod_ip}:{src.port}{src.path}" for src in sources]
+
+
+def _write_state(
+    plan: Any, stored: Mapping[str, Any], policy: matching.Policy | None, now: datetime
+) -> dict[str, Any]:
+    if plan.action == "none":
+        return {"pending": False, "reason": plan.reason}
+    interval = (
+        policy.spec.deletion_cost.min_update_interval_seconds
+        if policy and policy.spec.deletion_cost
+        else 0
+    )
+    since = _since(stored.get("writtenAt"), now)
+    limited = since is not None and since < interval
+    state: dict[str, Any] = {
+        "pending": True,
+        "action": plan.action,
+        "value": plan.value,
+        "rateLimited": limited,
+    }
+    if limited and since is not None:
+        state["notBefore"] = (now + timedelta(seconds=interval - since)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+    return state
+
+
+async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
+    node = await _get(kube, f"/api/v1/nodes/{name}", f"node {name}")
+    policies = await _items(kube, POLICIES, "SchedulingPolicies")
+    view = decisions.build_view(policies=policies, nodes=[node])
+    result = decisions.node_labels(view, name)
+    record = view.nodes[name]
+    decision = result.decision
+    keys: tuple[str, ...] = ()
+    if result.match.policy and result.match.policy.spec.node_labels:
+        keys = label_keys(result.match.policy.spec.node_labels.gpu)
+    return {
+        "node": name,
+        "allocatableGPUs": record.allocatable_gpus,
+        "policy": {
+            "name": result.match.policy.name if result.match.policy else None,
+            "why": result.match.reason,
+            "candidates": list(result.match.candidates),
+        },
+        "decision": None
+        if decision is None
+        else {
+            "labels": dict(decision.labels),
+            "source": decision.facts.source if decision.facts else None,
+            "explanation": list(decision.explanation),
+            "disagreements": list(decision.disagreements),
+            "refused": decision.error,
+            "refusals": [
+                {"source": r.source, "reason": r.reason, "message": r.message}
+                for r in decision.refusals
+            ],
+        },
+        "current": {k: record.labels.get(k) for k in keys},
+        "owned": sorted(parse_owned(node["metadata"].get("annotations") or {})),
+        "ownedAnnotation": OWNED_ANNOTATION,
+        "managers": {
+            k: sorted(record.label_managers.get(k, ())) for k in keys if k in record.labels
+        },
+        "pending": {"set": dict(result.plan.set), "remove": list(result.plan.remove)},
+        "conflicts": list(result.plan.conflicts),
+    }
+
+
+async def simulate_scale_down(
+    kube: Kube, ref: str, replicas: int, now: datetime | None = None
+) -> dict[str, Any]:
+    namespace, name = split(ref, "deployment")
+    deploy = await _get(
+        kube, f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}", f"deployment {ref}"
+    )
+    owned = [
+        rs
+        for rs in await _items(
+            kube, f"/apis/apps/v1/namespaces/{namespace}/replicasets", "ReplicaSets"
+        )
+        if any(
+            o.get("uid") == deploy["metadata"]["uid"] and o.get("controller")
+            for o in rs["metadata"].get("ownerReferences") or []
+        )
+    ]
+    if not owned:
+        raise ExplainError(f"deployment {ref} has no ReplicaSet yet")
+    current = max(
+        owned, key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(REVISION, "0"))
+    )
+    rs_uids = {rs["metadata"]["uid"] for rs in owned}
+    pods = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
+
+    def owner(p: Mapping[str, Any]) -> str | None:
+        refs = [o for o in p["metadata"].get("ownerReferences") or [] if o.get("controller")]
+        return refs[0]["uid"] if refs else None
+
+    related = [p for p in pods if owner(p) in rs_uids]
+    mine = [p for p in related if owner(p) == current["metadata"]["uid"] and ranking.is_active(p)]
+    # The controller's clock has nanoseconds, and so does the ranking's log2 age scale.
+    nanos = ranking.to_nanos(now) if now is not None else time.time_ns()
+    result = ranking.scale_down(ranking.rank_pods(mine, related), replicas, nanos)
+    uncertainty = result.uncertainty
+    return {
+        "deployment": ref,
+        "replicaSet": current["metadata"]["name"],
+        "from": len(mine),
+        "to": replicas,
+        "certain": result.certain,
+        "uncertain": None
+        if uncertainty is None
+        else {
+            "candidates": [p.name for p in uncertainty.candidates],
+            "deleted": uncertainty.deleted,
+            "why": uncertainty.why,
+        },
+        "deleted": [_row(i + 1, v.pod, v.reason) for i, v in enumerate(result.victims)],
+        "kept": [_row(len(result.victims) + i + 1, p, "") for i, p in enumerate(result.survivors)],
+    }
+
+
+def _row(order: int, pod: ranking.RankedPod, reason: str) -> dict[str, Any]:
+    return {
+        "order": order,
+        "pod": pod.name,
+        "node": pod.node or None,
+        "phase": pod.phase,
+        "ready": pod.ready,
+        "cost": pod.cost,
+        "sameNode": pod.rank,
+        "restarts": pod.restarts[0],
+        "reason": reason,
+    }
+
+
+# ---- human output -------------------------------------------------------------------------
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def render_pod(out: Mapping[str, Any]) -> str:
+    lines = [
+        f"Pod:       {out['pod']}  (uid {out['uid']})",
+        f"Owner:     {out['owner'] or '-'}",
+        f"Node:      {out['node'] or '-'}",
+    ]
+    pol = out["policy"]
+    lines += [f"Policy:    {pol['name'] or '(none)'}", f"  why:     {pol['why']}"]
+    lines += [f"  conflict: {c}" for c in pol["conflicts"]]
+    cost = out.get("cost")
+    if cost:
+        rows = [["SIGNAL", "POINTS", "DETAIL"]] + [
+            [s["type"], f"{s['points']:+d}", s["detail"]] for s in cost["signals"]
+        ]
+        lines += [
+            "",
+            table(rows),
+            "",
+            f"Sum {cost['sum']:+d} -> bucket {cost['bucket']}: {cost['bucketed']:+d} -> "
+            f"clamp [{cost['bounds'][0]}, {cost['bounds'][1]}]: {cost['final']}",
+        ]
+        if cost["held"]:
+            lines.append(f"Held: {cost['held']} (the stored cost is kept)")
+        lines += [
+            f"Read now from {url} (the operator's own readings stay in memory)"
+            for url in cost["endpointsRead"]
+        ]
+    stored = out["stored"]
+    owner = (
+        "schedpolicy"
+        if stored["ours"]
+        else ("someone else" if stored["value"] is not None else "-")
+    )
+    value = stored["value"] if stored["value"] is not None else "(none)"
+    lines.append(f"Stored:    {value}  (written by {owner})")
+    if stored["value"] is not None and str(stored["readAs"]) != stored["value"]:
+        lines.append(f"           the ReplicaSet controller reads it as {stored['readAs']}")
+    write = out["write"]
+    if write["pending"]:
+        when = f", rate-limited until {write['notBefore']}" if write.get("rateLimited") else ""
+        lines.append(f"Pending:   {write['action']} {write.get('value')}{when}")
+    else:
+        lines.append(f"Pending:   nothing ({write['reason']})")
+    hints = out.get("hints")
+    lines.append(
+        f"Hints:     {', '.join(hints['injected'])} by {hints['policy']}"
+        if hints
+        else "Hints:     (none recorded)"
+    )
+    return "\n".join(lines)
+
+
+def render_node(out: Mapping[str, Any]) -> str:
+    lines = [
+        f"Node:      {out['node']}  (allocatable GPUs: {out['allocatableGPUs']})",
+        f"Policy:    {out['policy']['name'] or '(none)'}",
+        f"  why:     {out['policy']['why']}",
+    ]
+    decision = out["decision"]
+    if decision:
+        lines += [f"  {line}" for line in decision["explanation"]]
+        lines += [f"  disagreement: {d}" for d in decision["disagreements"]]
+        if decision["refused"]:
+            lines.append(f"  refused: {decision['refused']}")
+        lines += [
+            f"  refused by {r['source']} ({r['reason']}): {r['message']}"
+            for r in decision["refusals"]
+        ]
+    rows = [["LABEL", "WANTED", "CURRENT", "SET BY"]]
+    wanted = decision["labels"] if decision else {}
+    for key in sorted(set(wanted) | set(out["current"])):
+        rows.append(
+            [
+                key,
+                wanted.get(key, "-"),
+                out["current"].get(key) or "-",
+                ",".join(out["managers"].get(key, [])) or "-",
+            ]
+        )
+    if len(rows) > 1:
+        lines += ["", table(rows)]
+    lines.append(f"Owned:     {', '.join(out['owned']) or '(none)'}  ({out['ownedAnnotation']})")
+    lines += [f"Conflict:  {c}" for c in out["conflicts"]]
+    pending = out["pending"]
+    if pending["set"] or pending["remove"]:
+        lines.append(f"Pending:   set {pending['set']} remove {pending['remove']}")
+    return "\n".join(lines)
+
+
+def render_simulation(out: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            "ORDER",
+            "POD",
+            "NODE",
+            "PHASE",
+            "READY",
+            "COST",
+            "SAME-NODE",
+            "RESTARTS",
+            "DELETED BECAUSE",
+        ]
+    ]
+    for r in [*out["deleted"], *out["kept"]]:
+        rows.append(
+            [
+                str(r["order"]),
+                r["pod"],
+                r["node"] or "-",
+                r["phase"],
+                "yes" if r["ready"] else "no",
+                str(r["cost"]),
+                str(r["sameNode"]),
+                str(r["restarts"]),
+                r["reason"] or "(kept)",
+            ]
+        )
+    head = (
+        f"Scaling {out['deployment']} (ReplicaSet {out['replicaSet']})"
+        f" from {out['from']} to {out['to']} deletes {count(len(out['deleted']), 'pod')}:"
+    )
+    tail = ""
+    if not out["certain"]:
+        doubt = out["uncertain"]
+        tail = (
+            f"\nUncertain: the controller deletes {doubt['deleted']} of"
+            f" {', '.join(doubt['candidates'])}, and which depends on the order it lists them"
+            f" ({doubt['why']})."
+        )
+    return f"{head}\n{table(rows)}{tail}"

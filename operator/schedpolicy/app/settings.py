@@ -1,0 +1,47 @@
+"""Run-time settings and state of one operator process, shared with handlers as kopf's memo.
+
+Deliberately not a `kopf.Memo`: that is a dict whose attribute reads fall back to
+class attributes, so dataclass defaults would shadow the values actually set.
+Kopf shallow-copies the memo per object after start-up, so everything handlers
+share is an object created once in the start-up handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+
+from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.leadership import Leadership, LeaseSettings
+from schedpolicy.shell.reconciler import Reconciler
+from schedpolicy.view.cluster import ClusterView
+
+
+@dataclass
+class RunConfig:
+    credentials: Credentials = field(default_factory=Credentials)
+    heartbeat_seconds: float = 60.0
+    watch_timeout_seconds: int = 300
+    write_concurrency: int = 16
+    metrics_port: int = 8080
+    metrics_address: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from other pods
+    pending_threshold_seconds: float = 60.0
+    lease: LeaseSettings | None = None  # None: no leader election, this process always writes
+    liveness_port: int = 0
+    instance: str = field(default_factory=socket.gethostname)
+
+
+@dataclass
+class OperatorState:
+    config: RunConfig = field(default_factory=RunConfig)
+    view: ClusterView = field(default_factory=ClusterView)
+    kube: Kube | None = None
+    reconciler: Reconciler | None = None
+    leadership: Leadership | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def wake(self) -> Reconciler:
+        if self.reconciler is None:
+            raise RuntimeError("the reconciler starts in the start-up handler")
+        return self.reconciler

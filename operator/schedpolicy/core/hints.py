@@ -1,0 +1,251 @@
+"""Placement hints added to a pod at admission. Pure.
+
+The hints are native Kubernetes scheduling fields, so the (upstream) scheduler
+does the placing: `spec.schedulerName`, required and preferred node affinity,
+and a zone topology spread constraint. The result is the new value of each
+top-level field that changes, plus an explanation, and the
+`schedpolicy.io/hints` annotation that records what was injected by which
+policy. Applying the hints to an already hinted pod changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedpolicy.core.api import DEFAULT_LABEL_PREFIX, Placement
+from schedpolicy.core.gpu import GFD_PRODUCT, INSTANCE_TYPE, MEMORY_KEY, MODEL_KEY
+from schedpolicy.core.matching import Policy
+from schedpolicy.core.resources import effective_requests
+
+HINTS_ANNOTATION = "schedpolicy.io/hints"
+GPU_RESOURCE = "nvidia.com/gpu"
+ZONE = "topology.kubernetes.io/zone"
+TEMPLATE_HASH = "pod-template-hash"
+# Labels a controller gives each pod (or each revision) rather than the whole set: left in
+# a spread selector they would match one pod, or one revision, and spread nothing.
+PER_POD_LABELS = frozenset(
+    {
+        TEMPLATE_HASH,
+        "controller-revision-hash",
+        "statefulset.kubernetes.io/pod-name",
+        "apps.kubernetes.io/pod-index",
+        "batch.kubernetes.io/job-completion-index",
+    }
+)
+CAPACITY_LABELS = {
+    "spot": (("karpenter.sh/capacity-type", "spot"), ("eks.amazonaws.com/capacityType", "SPOT")),
+    "on-demand": (
+        ("karpenter.sh/capacity-type", "on-demand"),
+        ("eks.amazonaws.com/capacityType", "ON_DEMAND"),
+    ),
+}
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class HintDecision:
+    changes: Mapping[str, Any]  # "spec.schedulerName", "spec.affinity", ... -> new value
+    injected: tuple[str, ...]
+    explanation: tuple[str, ...]
+    record: Mapping[str, Any] = field(default_factory=dict)
+
+    def json_patch(self, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """JSON Patch ops for the changes; maps that are absent are added whole."""
+        ops: list[dict[str, Any]] = []
+        for dotted, value in self.changes.items():
+            section, name = dotted.split(".", 1)
+            parent = pod.get(section) or {}
+            if name.startswith("annotations."):
+                key = name.split(".", 1)[1]
+                if "annotations" not in parent:
+                    ops.append(
+                        {"op": "add", "path": f"/{section}/annotations", "value": {key: value}}
+                    )
+                    continue
+                escaped = key.replace("~", "~0").replace("/", "~1")
+                ops.append(
+                    {"op": "add", "path": f"/{section}/annotations/{escaped}", "value": value}
+                )
+            else:
+                ops.append({"op": "add", "path": f"/{section}/{name}", "value": value})
+        return ops
+
+
+def gpu_request(pod_spec: Mapping[str, Any]) -> int:
+    """GPUs the pod needs: effective requests, a limit alone counting as a request."""
+    return int(effective_requests(pod_spec).get(GPU_RESOURCE, 0))
+
+
+def _required_terms(affinity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    required = (affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return list((required or {}).get("nodeSelectorTerms") or [])
+
+
+def _constrained_keys(terms: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {e.get("key", "") for t in terms for e in t.get("matchExpressions") or []}
+
+
+def _add_preferences(affinity: dict[str, Any], prefs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    existing = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    added = [p for p in prefs if p not in existing]
+    existing.extend(added)
+    if not existing:
+        del node_affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    if not node_affinity:
+        del affinity["nodeAffinity"]
+    return added
+
+
+def _pref(weight: int, *exprs: dict[str, Any]) -> dict[str, Any]:
+    return {"weight": weight, "preference": {"matchExpressions": list(exprs)}}
+
+
+def decide(
+    policy: Policy,
+    pod: Mapping[str, Any],
+    *,
+    owner_kind: str | None = None,
+    instance_types: Iterable[str] = (),
+    label_prefix: str | None = None,
+) -> HintDecision:
+    """What to inject into `pod` (as submitted to CREATE) under `policy`'s placement.
+
+    `instance_types` are the instance types of the cluster's nodes: an affinity cannot
+    match a label prefix, so a preferred prefix becomes the list of matching types.
+    """
+    placement: Placement | None = policy.spec.placement
+    if placement is None:
+        return HintDecision({}, (), (f"{policy.name} has no placement",))
+    prefix = label_prefix or (
+        policy.spec.node_labels.gpu.label_prefix
+        if policy.spec.node_labels
+        else DEFAULT_LABEL_PREFIX
+    )
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    changes: dict[str, Any] = {}
+    injected: list[str] = []
+    why: list[str] = []
+
+    if owner_kind == "DaemonSet":
+        # One per node by design: its controller pins each pod to its node, and a spread
+        # or another scheduler could only leave a daemon Pending.
+        return HintDecision({}, (), ("DaemonSet pods are placed by their controller; left as is",))
+    current = spec.get("schedulerName") or ""
+    if current not in ("", DEFAULT_SCHEDULER, placement.scheduler_name):
+        # Someone chose another scheduler on purpose; its placement is its own business.
+        return HintDecision(
+            {}, (), (f"schedulerName {current} was chosen explicitly; the pod is left as it is",)
+        )
+    if current != placement.scheduler_name:
+        changes["spec.schedulerName"] = placement.scheduler_name
+        injected.append("schedulerName")
+        why.append(f"schedulerName: {placement.scheduler_name} (was {current or 'unset'})")
+
+    affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
+    gpus = gpu_request(spec)
+    model_key, memory_key = f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
+
+    if placement.gpu is not None and gpus > 0:
+        terms = _required_terms(affinity)
+        taken = _constrained_keys(terms) & {model_key, memory_key}
+        wanted = [
+            {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
+            {
+                "key": memory_key,
+                "operator": "Gt",
+                "values": [str(placement.gpu.min_memory_mib - 1)],
+            },
+        ]
+        if taken:
+            why.append(
+                "GPU affinity: skipped, the pod's own required terms constrain "
+                + ", ".join(sorted(taken))
+            )
+        else:
+            # Requirements are ANDed into every existing term: adding a term would OR them in.
+            new_terms = [
+                {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *wanted]}
+                for t in terms
+            ]
+            if not new_terms:
+                new_terms = [{"matchExpressions": wanted}]
+            node_affinity = affinity.setdefault("nodeAffinity", {})
+            node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+                "nodeSelectorTerms": new_terms
+            }
+            injected.append("gpuAffinity")
+            why.append(
+                f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
+                f" {placement.gpu.min_memory_mib - 1}, in each of {len(new_terms)} term(s)"
+            )
+    elif placement.gpu is not None:
+        why.append("GPU affinity: not needed, the pod requests no nvidia.com/gpu")
+
+    prefs: list[dict[str, Any]] = []
+    if placement.capacity_type is not None:
+        weight = placement.capacity_type.weight
+        for key, value in CAPACITY_LABELS[placement.capacity_type.prefer]:
+            prefs.append(_pref(weight, {"key": key, "operator": "In", "values": [value]}))
+    known = sorted(set(instance_types))
+    for pref in placement.instance_types or []:
+        matching = [t for t in known if t.startswith(pref.prefix + ".") or t == pref.prefix]
+        if matching:
+            prefs.append(
+                _pref(pref.weight, {"key": INSTANCE_TYPE, "operator": "In", "values": matching})
+            )
+        else:
+            why.append(
+                f"instance type {pref.prefix}*: no node of that type exists yet;"
+                " no preference added"
+            )
+    if placement.avoid_gpu_nodes and gpus == 0:
+        prefs.append(
+            _pref(
+                100,
+                {"key": model_key, "operator": "DoesNotExist"},
+                {"key": GFD_PRODUCT, "operator": "DoesNotExist"},
+            )
+        )
+    added = _add_preferences(affinity, prefs)
+    if added:
+        injected.append("preferredAffinity")
+        why.append(f"preferred affinity: {len(added)} term(s)")
+    if affinity != (spec.get("affinity") or {}):
+        changes["spec.affinity"] = affinity
+
+    if placement.zone_spread is not None:
+        constraints = list(spec.get("topologySpreadConstraints") or [])
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in PER_POD_LABELS}
+        if any(c.get("topologyKey") == ZONE for c in constraints):
+            why.append(
+                "zone spread: the pod already has a constraint on topology.kubernetes.io/zone"
+            )
+        elif owner_kind is None or not labels:
+            why.append("zone spread: skipped, the pod has no owner whose pods it could spread with")
+        else:
+            constraints.append(
+                {
+                    "maxSkew": placement.zone_spread.max_skew,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": placement.zone_spread.when_unsatisfiable,
+                    "labelSelector": {"matchLabels": labels},
+                }
+            )
+            changes["spec.topologySpreadConstraints"] = constraints
+            injected.append("zoneSpread")
+            why.append(
+                f"zone spread: maxSkew {placement.zone_spread.max_skew} over {sorted(labels)}"
+            )
+
+    record = {"policy": policy.name, "generation": policy.generation, "injected": injected}
+    previous = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
+    if injected and previous != json.dumps(record, sort_keys=True):
+        changes["metadata.annotations." + HINTS_ANNOTATION] = json.dumps(record, sort_keys=True)
+    return HintDecision(changes, tuple(injected), tuple(why), record)

@@ -1,0 +1,147 @@
+"""The status a SchedulingPolicy should show. Pure.
+
+Conditions follow Kubernetes conventions: `lastTransitionTime` moves only when a
+condition's status changes, every condition carries the generation it was
+computed for, and a status is written only when something other than
+timestamps differs, so an idle operator makes no writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedpolicy.core.api import ConditionType, SpecError
+from schedpolicy.core.matching import Conflict
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the reconcilers observed for one policy; None means not applicable or not known."""
+
+    matched_pods: int | None = None
+    costed_pods: int | None = None
+    labeled_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    name: str
+    generation: int
+    spec_error: SpecError | None = None
+    conflicts: Sequence[Conflict] = ()
+    degraded: Sequence[str] = ()  # human-readable problems, e.g. pods stuck on our scheduler
+    degraded_reason: str = "Degraded"
+    counts: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    type: ConditionType
+    status: str
+    reason: str
+    message: str
+
+
+def verdicts(obs: Observation) -> list[Verdict]:
+    if obs.spec_error is not None:
+        ready = Verdict(
+            "Ready",
+            "False",
+            "InvalidSpec",
+            "the spec is invalid and is ignored: " + "; ".join(obs.spec_error.problems),
+        )
+    else:
+        ready = Verdict("Ready", "True", "Reconciled", f"generation {obs.generation} is in effect")
+    if obs.conflicts:
+        conflicting = Verdict(
+            "Conflicting",
+            "True",
+            "EqualPriorityOverlap",
+            "; ".join(c.describe() for c in obs.conflicts),
+        )
+    else:
+        conflicting = Verdict(
+            "Conflicting", "False", "NoConflict", "no overlapping policy has equal priority"
+        )
+    if obs.degraded:
+        degraded = Verdict("Degraded", "True", obs.degraded_reason, "; ".join(obs.degraded))
+    else:
+        degraded = Verdict("Degraded", "False", "AsExpected", "")
+    return [ready, conflicting, degraded]
+
+
+def desired_status(obs: Observation, current: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+    """The full status to store, keeping transition times of unchanged conditions."""
+    previous = {c.get("type"): c for c in (current or {}).get("conditions", []) or []}
+    conditions = []
+    for v in verdicts(obs):
+        old = previous.get(v.type)
+        since = old["lastTransitionTime"] if old and old.get("status") == v.status else now
+        conditions.append(
+            {
+                "type": v.type,
+                "status": v.status,
+                "reason": v.reason,
+                "message": v.message,
+                "lastTransitionTime": since,
+                "observedGeneration": obs.generation,
+            }
+        )
+    status: dict[str, Any] = {"observedGeneration": obs.generation, "conditions": conditions}
+    for key, value in (
+        ("matchedPods", obs.counts.matched_pods),
+        ("costedPods", obs.counts.costed_pods),
+        ("labeledNodes", obs.counts.labeled_nodes),
+    ):
+        if value is not None:
+            status[key] = value
+    status["summary"] = summary(obs.counts, conditions)
+    status["lastReconcileTime"] = now
+    return status
+
+
+_HEALTHY = {"Ready": "True", "Conflicting": "False", "Degraded": "False"}
+
+
+def summary(counts: Counts, conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """What `kubectl get spol` shows: `-` for a count that does not apply to this policy,
+    and the reason of the first condition that is not as it should be."""
+
+    def text(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    problem = next((c for c in conditions if _HEALTHY.get(c["type"]) != c["status"]), None)
+    return {
+        "matched": text(counts.matched_pods),
+        "costed": text(counts.costed_pods),
+        "nodes": text(counts.labeled_nodes),
+        "reason": problem["reason"] if problem else "-",
+    }
+
+
+def _material(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    body = {k: v for k, v in (status or {}).items() if k != "lastReconcileTime"}
+    body["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in body.get("conditions", []) or []
+    ]
+    return body
+
+
+def needs_write(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    return _material(current) != _material(desired)
+
+
+def transitions(
+    current: Mapping[str, Any] | None, desired: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Conditions whose status or reason changed: these, and only these, deserve an Event."""
+    before = {c.get("type"): c for c in (current or {}).get("conditions", []) or []}
+    return [
+        c
+        for c in desired.get("conditions", [])
+        if (old := before.get(c["type"])) is None
+        or (old.get("status"), old.get("reason")) != (c["status"], c["reason"])
+    ]

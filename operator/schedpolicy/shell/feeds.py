@@ -1,0 +1,111 @@
+"""Where the informers deliver: the view, and the reconciler told what each change touched.
+
+One sink per kind, each keyed as its Resource says (pods and ReplicaSets by UID, nodes and
+namespaces by name). The informers call them inline, on the event loop's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from schedpolicy.shell.informer import Informer, Resource, by_name, by_uid
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.reconciler import Reconciler
+from schedpolicy.view import wire
+from schedpolicy.view.cluster import Affected, ClusterView
+
+PODS = Resource("pods", "/api/v1/pods", wire.Pod, by_uid)
+NODES = Resource("nodes", "/api/v1/nodes", wire.Node, by_name)
+REPLICASETS = Resource("replicasets", "/apis/apps/v1/replicasets", wire.ReplicaSet, by_uid)
+NAMESPACES = Resource(
+    "namespaces", "/api/v1/namespaces", wire.Metadata, by_name, metadata_only=True
+)
+
+
+class PodFeed:
+    def __init__(self, view: ClusterView, reconciler: Reconciler) -> None:
+        self.view, self.reconciler = view, reconciler
+
+    def upsert(self, obj: wire.Pod) -> None:
+        before = self.view.pods.get(obj.metadata.uid)
+        pod, affected = self.view.upsert_pod(obj)
+        if self.reconciler.pod_seen(pod, before):
+            affected.pods.discard(pod.uid)
+        if affected:  # our own echo touches nothing: no reconcile pass to wake
+            self.reconciler.changed(affected)
+
+    def delete(self, obj: wire.Pod) -> None:
+        self._gone(obj.metadata.uid)
+
+    def _gone(self, uid: str) -> None:
+        self.reconciler.changed(self.view.remove_pod(uid))
+        self.reconciler.pod_gone(uid)
+
+    def prune(self, keep: set[str]) -> None:
+        for uid in [uid for uid in self.view.pods if uid not in keep]:
+            self._gone(uid)
+
+
+class NodeFeed:
+    def __init__(self, view: ClusterView, reconciler: Reconciler) -> None:
+        self.view, self.reconciler = view, reconciler
+
+    def upsert(self, obj: wire.Node) -> None:
+        node, affected = self.view.upsert_node(obj)
+        self.reconciler.node_seen(node)
+        self.reconciler.changed(affected)
+
+    def delete(self, obj: wire.Node) -> None:
+        self._gone(obj.metadata.name)
+
+    def _gone(self, name: str) -> None:
+        self.reconciler.changed(self.view.remove_node(name))
+        self.reconciler.node_gone(name)
+
+    def prune(self, keep: set[str]) -> None:
+        for name in [name for name in self.view.nodes if name not in keep]:
+            self._gone(name)
+
+
+class ReplicaSetFeed:
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+
+    def upsert(self, obj: wire.ReplicaSet) -> None:
+        self.view.upsert_replicaset(obj)
+
+    def delete(self, obj: wire.ReplicaSet) -> None:
+        self.view.remove_replicaset(obj.metadata.uid)
+
+    def prune(self, keep: set[str]) -> None:
+        for uid in [uid for uid in self.view.replicasets if uid not in keep]:
+            self.view.remove_replicaset(uid)
+
+
+class NamespaceFeed:
+    def __init__(self, view: ClusterView, changed: Callable[[Affected], None]) -> None:
+        self.view, self.changed = view, changed
+
+    def upsert(self, obj: wire.Metadata) -> None:
+        self.changed(self.view.upsert_namespace(obj.metadata.name, obj.metadata.labels or {}))
+
+    def delete(self, obj: wire.Metadata) -> None:
+        self.view.remove_namespace(obj.metadata.name)
+
+    def prune(self, keep: set[str]) -> None:
+        for name in [name for name in self.view.namespaces if name not in keep]:
+            self.view.remove_namespace(name)
+
+
+def controller_informers(
+    kube: Kube, view: ClusterView, reconciler: Reconciler, timeout_seconds: int
+) -> list[Informer[Any]]:
+    """What the controller watches besides its policies, each into the view."""
+    t = timeout_seconds
+    return [
+        Informer(kube, NAMESPACES, NamespaceFeed(view, reconciler.changed), timeout_seconds=t),
+        Informer(kube, REPLICASETS, ReplicaSetFeed(view), timeout_seconds=t),
+        Informer(kube, NODES, NodeFeed(view, reconciler), timeout_seconds=t),
+        Informer(kube, PODS, PodFeed(view, reconciler), timeout_seconds=t),
+    ]

@@ -1,0 +1,160 @@
+"""Keeps GPU labels on nodes in line with the governing policy (the shell around gpu.py).
+
+The reconciler tells it which nodes to look at and runs its writes; this module
+plans one node at a time, writes one merge patch per node that needs one, and
+remembers what it wrote so that nothing is written twice before the watch
+shows the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schedpolicy.core import gpu, matching
+from schedpolicy.shell import metrics
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.view import decisions
+from schedpolicy.view.cluster import ClusterView, NodeRecord
+
+log = logging.getLogger("schedpolicy.labels")
+
+Warn = Callable[[ObjectRef, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    policy: str | None
+    decision: gpu.LabelDecision | None
+    plan: gpu.LabelPlan
+
+
+def _rv(value: str) -> int:
+    return int(value) if value.isdigit() else -1
+
+
+class LabelSync:
+    def __init__(self, kube: Kube, view: ClusterView, warn: Warn) -> None:
+        self.kube = kube
+        self.view = view
+        self.warn = warn
+        self.outcomes: dict[str, NodeOutcome] = {}
+        self._written: dict[str, str] = {}  # node -> resourceVersion our last write produced
+        self._reported: dict[str, set[str]] = defaultdict(set)  # messages already posted as Events
+
+    def forget_writes(self) -> None:
+        self._written.clear()
+
+    def node_seen(self, node: NodeRecord) -> None:
+        written = self._written.get(node.name)
+        if written is not None and _rv(node.resource_version) >= _rv(written):
+            del self._written[node.name]
+
+    def node_gone(self, name: str) -> None:
+        self.outcomes.pop(name, None)
+        self._written.pop(name, None)
+        self._reported.pop(name, None)
+
+    def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
+        result = decisions.node_labels(self.view, node.name, policies)
+        policy = result.match.policy
+        return NodeOutcome(policy.name if policy else None, result.decision, result.plan)
+
+    def refresh(self, name: str, policies: list[matching.Policy]) -> bool:
+        """Re-plan one node; True when it needs a write."""
+        node = self.view.nodes.get(name)
+        if node is None:
+            self.node_gone(name)
+            return False
+        outcome = self.plan_node(node, policies)
+        self.outcomes[name] = outcome
+        return not outcome.plan.empty and name not in self._written
+
+    async def report(self, name: str) -> None:
+        """Post each conflict, source disagreement or refusal on the node once while it
+        lasts; one that goes away and comes back is new again, and counted again."""
+        node, outcome = self.view.nodes.get(name), self.outcomes.get(name)
+        if node is None or outcome is None:
+            return
+        decision = outcome.decision
+        # (Event reason, message, refusal reason for the counter)
+        messages: list[tuple[str, str, str | None]] = [
+            ("LabelConflict", m, None) for m in outcome.plan.conflicts
+        ]
+        if decision is not None:
+            messages += [("GPUSourcesDisagree", m, None) for m in decision.disagreements]
+            if decision.error:
+                messages.append(("LabelPrefixRefused", decision.error, None))
+            messages += [
+                (
+                    "GPULabelRefused",
+                    f"no GPU labels: {r.source} refused ({r.reason}): {r.message}",
+                    r.reason,
+                )
+                for r in decision.refusals
+            ]
+        posted = self._reported[name]
+        self._reported[name] = {message for _, message, _ in messages}
+        for reason, message, refusal in messages:
+            if message not in posted:
+                if refusal is not None:
+                    metrics.GPU_LABEL_REFUSALS.labels(reason=refusal).inc()
+                await self.warn(ObjectRef("v1", "Node", node.name, node.uid), reason, message)
+
+    async def write(self, name: str, policies: list[matching.Policy]) -> None:
+        if not self.refresh(name, policies):
+            return
+        node, plan = self.view.nodes[name], self.outcomes[name].plan
+        try:
+            stored = await self.kube.patch_node(name, plan.patch(node.uid))
+        except ApiException as err:
+            if err.status in (404, 409):
+                # Gone, or replaced by a node of the same name (the UID precondition failed).
+                metrics.NODE_LABEL_WRITES.labels(
+                    result="conflict" if err.status == 409 else "not-found"
+                ).inc()
+                return
+            metrics.NODE_LABEL_WRITES.labels(result="error").inc()
+            if err.status == 429 or err.status >= 500:
+                raise  # throttled or unavailable: the writer tries this node again shortly
+            await self.warn(
+                ObjectRef("v1", "Node", node.name, node.uid),
+                "LabelWriteFailed",
+                f"writing GPU labels failed: {err.status} {err.reason}",
+            )
+            return
+        metrics.NODE_LABEL_WRITES.labels(result="ok").inc()
+        log.info("node %s: set %s, removed %s", name, dict(plan.set), list(plan.remove))
+        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
+        # The watch can deliver the echo before the patch's response arrives; waiting for an
+        # echo already seen would hold every later write to this node.
+        seen = self.view.nodes.get(name)
+        if seen is None or _rv(seen.resource_version) < _rv(version):
+            self._written[name] = version
+
+    def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
+        """Per policy: nodes carrying exactly its labels, and label conflicts."""
+        labeled: Counter[str] = Counter()
+        unlabelled: Counter[str] = Counter()
+        conflicts: dict[str, list[str]] = defaultdict(list)
+        for name, outcome in self.outcomes.items():
+            node = self.view.nodes.get(name)
+            if node is None or outcome.policy is None or outcome.decision is None:
+                continue
+            desired = outcome.decision.labels
+            if not desired:
+                if outcome.decision.error or outcome.decision.refusals:
+                    unlabelled["refused"] += 1
+                elif node.allocatable_gpus <= 0:
+                    unlabelled["no-allocatable-gpus"] += 1
+                else:
+                    unlabelled["unknown-gpu"] += 1
+            if desired and all(node.labels.get(k) == v for k, v in desired.items()):
+                labeled[outcome.policy] += 1
+            conflicts[outcome.policy] += [f"node {name}: {c}" for c in outcome.plan.conflicts]
+        metrics.set_unlabelled(unlabelled)
+        return labeled, conflicts

@@ -1,0 +1,378 @@
+"""The operator's in-memory view of the cluster, fed only by watch events. No I/O.
+
+Objects are reduced to the few fields the decisions need as they arrive, which
+keeps memory flat on large clusters and keeps the pure core independent of
+kopf's and the client's object types. The view indexes pods by node and by
+ReplicaSet, and knows which nodes are eligible to hold pods, so that one
+change can be traced to the pods whose cost it affects.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedpolicy.core.api import MetricSignal
+from schedpolicy.core.costs import CostInputs
+from schedpolicy.core.gpu import INSTANCE_TYPE
+from schedpolicy.core.matching import Policy
+from schedpolicy.core.samples import Rejection, Sample, from_annotation
+from schedpolicy.view import wire
+from schedpolicy.view.records import (
+    COST_ANNOTATION,
+    GPU_RESOURCE,
+    NodeRecord,
+    PodRecord,
+    PolicyObject,
+    ReplicaSetRecord,
+    annotation_managers,
+    node_record,
+    pod_record,
+    policy_object,
+    replicaset_record,
+)
+
+__all__ = [
+    "COST_ANNOTATION",
+    "GPU_RESOURCE",
+    "Affected",
+    "ClusterView",
+    "NodeRecord",
+    "PodRecord",
+    "PolicyObject",
+    "ReplicaSetRecord",
+    "annotation_managers",
+    "node_record",
+    "pod_record",
+]
+
+
+def _label_inputs(node: NodeRecord) -> tuple[Any, ...]:
+    return (node.labels, node.annotations, node.allocatable_gpus, node.label_managers)
+
+
+# ---- the view ----------------------------------------------------------------------------
+
+
+@dataclass
+class Affected:
+    """What a change touches beyond the object itself."""
+
+    pods: set[str] = field(default_factory=set)  # pod UIDs
+    nodes: set[str] = field(default_factory=set)  # nodes whose fill changed
+    replicasets: set[str] = field(default_factory=set)  # RS UIDs whose zone spread changed
+    all_pods: bool = False  # eligible zones or namespace labels changed
+    label_nodes: set[str] = field(default_factory=set)  # nodes whose GPU labels need a look
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.pods or self.nodes or self.replicasets or self.all_pods or self.label_nodes
+        )
+
+    def merge(self, other: Affected) -> None:
+        self.pods |= other.pods
+        self.nodes |= other.nodes
+        self.replicasets |= other.replicasets
+        self.all_pods = self.all_pods or other.all_pods
+        self.label_nodes |= other.label_nodes
+
+
+SampleKey = tuple[str, int, str, str]  # pod UID, port, path, metric
+
+
+@dataclass(frozen=True)
+class ZoneSpread:
+    counts: Mapping[str, int]
+    ranks: Mapping[str, int]  # pod UID -> position in its zone, oldest first
+
+
+class ClusterView:
+    def __init__(self) -> None:
+        self._policies: dict[str, PolicyObject] = {}
+        self.pods: dict[str, PodRecord] = {}
+        self._uid_by_key: dict[tuple[str, str], str] = {}
+        self.pods_by_node: dict[str, set[str]] = defaultdict(set)
+        self.pods_by_replicaset: dict[str, set[str]] = defaultdict(set)
+        # Pods with no node yet: few in a healthy cluster, so scanning them is cheap.
+        self.unbound: set[str] = set()
+        self._requested_mcpu: dict[str, int] = defaultdict(int)
+        self.nodes: dict[str, NodeRecord] = {}
+        self.replicasets: dict[str, ReplicaSetRecord] = {}
+        self.namespaces: dict[str, Mapping[str, str]] = {}
+        self.scraped: dict[SampleKey, Sample | Rejection] = {}
+        # Ready, schedulable nodes per zone: the zones ZoneBalance may balance over.
+        self.eligible_nodes_by_zone: dict[str, set[str]] = defaultdict(set)
+        self._eligible_zones: frozenset[str] | None = None
+        self._instance_types: frozenset[str] | None = None
+        self._zone_cache: dict[str, ZoneSpread] = {}
+        # UIDs seen per kind (deleted ones included), until the sync barrier is through.
+        self.seen: dict[str, set[str]] = defaultdict(set)
+        self._tracking = True
+
+    def note(self, kind: str, uid: str) -> None:
+        if self._tracking:
+            self.seen[kind].add(uid)
+
+    def stop_tracking(self) -> None:
+        self._tracking = False
+        self.seen.clear()
+
+    # -- policies
+
+    def upsert_policy(self, body: Mapping[str, Any]) -> tuple[PolicyObject, bool]:
+        """Store a policy; the flag says whether what it asks for changed (not just status)."""
+        obj = policy_object(body)
+        old = self._policies.get(obj.name)
+        self._policies[obj.name] = obj
+        changed = old is None or (old.uid, old.generation, old.policy, old.error is None) != (
+            obj.uid,
+            obj.generation,
+            obj.policy,
+            obj.error is None,
+        )
+        return obj, changed
+
+    def remove_policy(self, name: str) -> None:
+        self._policies.pop(name, None)
+
+    def policy_objects(self) -> Iterator[PolicyObject]:
+        return iter(sorted(self._policies.values(), key=lambda p: p.name))
+
+    def policies(self) -> list[Policy]:
+        return [o.policy for o in self.policy_objects() if o.policy is not None]
+
+    # -- pods
+
+    def pod(self, namespace: str, name: str) -> PodRecord | None:
+        uid = self._uid_by_key.get((namespace, name))
+        return self.pods.get(uid) if uid else None
+
+    def _index(self, pod: PodRecord, sign: int) -> None:
+        node, rs = pod.node_name, pod.replicaset_uid
+        if node is None:
+            if sign > 0:
+                self.unbound.add(pod.uid)
+            else:
+                self.unbound.discard(pod.uid)
+        else:
+            if sign > 0:
+                self.pods_by_node[node].add(pod.uid)
+            else:
+                self.pods_by_node[node].discard(pod.uid)
+                if not self.pods_by_node[node]:
+                    del self.pods_by_node[node]
+            if pod.counts_toward_fill:
+                self._requested_mcpu[node] += sign * pod.cpu_mcpu
+        if rs is not None:
+            if sign > 0:
+                self.pods_by_replicaset[rs].add(pod.uid)
+            else:
+                self.pods_by_replicaset[rs].discard(pod.uid)
+                if not self.pods_by_replicaset[rs]:
+                    del self.pods_by_replicaset[rs]
+
+    def upsert_pod(self, body: Mapping[str, Any] | wire.Pod) -> tuple[PodRecord, Affected]:
+        new = pod_record(body)
+        old = self.pods.get(new.uid)
+        stale_uid = self._uid_by_key.get(new.key)
+        affected = Affected(pods={new.uid})
+        if stale_uid is not None and stale_uid != new.uid:
+            # Same name, new UID: the old pod is gone even if its DELETED event was missed.
+            affected.merge(self.remove_pod(stale_uid))
+        if old is not None:
+            self._index(old, -1)
+        self.pods[new.uid] = new
+        self._uid_by_key[new.key] = new.uid
+        self._index(new, +1)
+        affected.merge(self._ripple(old, new))
+        return new, affected
+
+    def remove_pod(self, uid: str) -> Affected:
+        old = self.pods.pop(uid, None)
+        if old is None:
+            return Affected()
+        self._index(old, -1)
+        if self._uid_by_key.get(old.key) == uid:
+            del self._uid_by_key[old.key]
+        for key in [k for k in self.scraped if k[0] == uid]:
+            del self.scraped[key]
+        return self._ripple(old, None)
+
+    def _ripple(self, old: PodRecord | None, new: PodRecord | None) -> Affected:
+        affected = Affected()
+
+        def fill(p: PodRecord | None) -> tuple[str | None, int]:
+            return (
+                (p.node_name, p.cpu_mcpu) if p is not None and p.counts_toward_fill else (None, 0)
+            )
+
+        def spread(p: PodRecord | None) -> tuple[str | None, str | None]:
+            if p is None or not p.active:
+                return (None, None)
+            return (p.replicaset_uid, p.node_name)
+
+        if fill(old) != fill(new):
+            affected.nodes |= {n for n in (fill(old)[0], fill(new)[0]) if n is not None}
+        if spread(old) != spread(new):
+            affected.replicasets |= {r for r in (spread(old)[0], spread(new)[0]) if r is not None}
+            for rs in affected.replicasets:
+                self._zone_cache.pop(rs, None)
+        return affected
+
+    # -- nodes
+
+    def upsert_node(self, body: Mapping[str, Any] | wire.Node) -> tuple[NodeRecord, Affected]:
+        new = node_record(body)
+        old = self.nodes.get(new.name)
+        self.nodes[new.name] = new
+        affected = Affected()
+        if old is None or (old.labels, old.allocatable_mcpu) != (new.labels, new.allocatable_mcpu):
+            affected.nodes.add(new.name)
+        if old is None or old.labels.get(INSTANCE_TYPE) != new.labels.get(INSTANCE_TYPE):
+            self._instance_types = None
+        if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
+            affected.merge(self._rezone(old, new))
+        if old is None or _label_inputs(old) != _label_inputs(new):
+            affected.label_nodes.add(new.name)
+        return new, affected
+
+    def remove_node(self, name: str) -> Affected:
+        old = self.nodes.pop(name, None)
+        if old is None:
+            return Affected()
+        self._instance_types = None
+        affected = self._rezone(old, None)
+        affected.nodes.add(name)
+        return affected
+
+    def _rezone(self, old: NodeRecord | None, new: NodeRecord | None) -> Affected:
+        """A node came, went, or changed zone or eligibility. Every pod's cost changes only
+        when the set of eligible zones does; otherwise just the spreads of the ReplicaSets
+        with pods on this node (their pods' zone may have changed)."""
+        affected = Affected()
+        before = self.eligible_zones()
+        for record, member in ((old, False), (new, True)):
+            if record is None or record.zone is None or not record.eligible:
+                continue
+            names = self.eligible_nodes_by_zone[record.zone]
+            if member:
+                names.add(record.name)
+            else:
+                names.discard(record.name)
+                if not names:
+                    del self.eligible_nodes_by_zone[record.zone]
+        self._eligible_zones = None
+        if self.eligible_zones() != before:
+            self._zone_cache.clear()
+            affected.all_pods = True
+        elif (old.zone if old else None) != (new.zone if new else None):
+            record = new or old
+            assert record is not None
+            for uid in self.pods_by_node.get(record.name, ()):
+                rs = self.pods[uid].replicaset_uid
+                if rs is not None:
+                    affected.replicasets.add(rs)
+                    self._zone_cache.pop(rs, None)
+        return affected
+
+    def node_names(self) -> set[str]:
+        return set(self.nodes)
+
+    def eligible_zones(self) -> frozenset[str]:
+        if self._eligible_zones is None:
+            self._eligible_zones = frozenset(self.eligible_nodes_by_zone)
+        return self._eligible_zones
+
+    def instance_types(self) -> frozenset[str]:
+        """Instance types of the known nodes; admission asks on every pod create, so this is
+        cached until a node comes, goes or changes its instance type."""
+        if self._instance_types is None:
+            self._instance_types = frozenset(
+                n.labels[INSTANCE_TYPE] for n in self.nodes.values() if INSTANCE_TYPE in n.labels
+            )
+        return self._instance_types
+
+    def requested_mcpu(self, node: str) -> int:
+        return self._requested_mcpu.get(node, 0)
+
+    # -- replicasets and namespaces
+
+    def upsert_replicaset(self, body: Mapping[str, Any] | wire.ReplicaSet) -> None:
+        rs = replicaset_record(body)
+        self.replicasets[rs.uid] = rs
+
+    def remove_replicaset(self, uid: str) -> None:
+        self.replicasets.pop(uid, None)
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> Affected:
+        old = self.namespaces.get(name)
+        self.namespaces[name] = dict(labels)
+        if old == labels:
+            return Affected()
+        return Affected(pods={p.uid for p in self.pods.values() if p.namespace == name})
+
+    def remove_namespace(self, name: str) -> None:
+        self.namespaces.pop(name, None)
+
+    # -- what the signals read
+
+    def zone_spread(self, replicaset_uid: str | None) -> ZoneSpread:
+        """A ReplicaSet's active pods per zone (every eligible zone present), and each pod's
+        position in its zone, oldest first. Cached until one of its pods or a node changes."""
+        if replicaset_uid is None:
+            return ZoneSpread(dict.fromkeys(self.eligible_zones(), 0), {})
+        cached = self._zone_cache.get(replicaset_uid)
+        if cached is not None:
+            return cached
+        members: dict[str, list[PodRecord]] = defaultdict(list)
+        for uid in self.pods_by_replicaset.get(replicaset_uid, ()):
+            pod = self.pods[uid]
+            node = self.nodes.get(pod.node_name) if pod.node_name else None
+            if pod.active and node is not None and node.zone is not None:
+                members[node.zone].append(pod)
+        counts = dict.fromkeys(self.eligible_zones(), 0)
+        ranks: dict[str, int] = {}
+        for zone, pods in members.items():
+            counts[zone] = len(pods)
+            for rank, pod in enumerate(sorted(pods, key=lambda p: (p.created, p.name))):
+                ranks[pod.uid] = rank
+        spread = ZoneSpread(counts, ranks)
+        self._zone_cache[replicaset_uid] = spread
+        return spread
+
+    def zone_counts(self, replicaset_uid: str | None) -> dict[str, int]:
+        return dict(self.zone_spread(replicaset_uid).counts)
+
+    def sample_for(self, pod: PodRecord, metric: MetricSignal) -> Sample | Rejection | None:
+        if metric.annotation is not None:
+            return from_annotation(pod.annotations.get(metric.annotation.key))
+        assert metric.prometheus is not None
+        src = metric.prometheus
+        return self.scraped.get((pod.uid, src.port, src.path, src.metric))
+
+    def cost_inputs(self, pod: PodRecord, policy: Policy) -> CostInputs:
+        node = self.nodes.get(pod.node_name) if pod.node_name else None
+        spec = policy.spec.deletion_cost
+        samples: dict[int, Sample | Rejection] = {}
+        needs_zones = False
+        for index, signal in enumerate(spec.signals if spec else ()):
+            if signal.metric is not None:
+                found = self.sample_for(pod, signal.metric)
+                if found is not None:
+                    samples[index] = found
+            needs_zones = needs_zones or signal.type == "ZoneBalance"
+        spread = self.zone_spread(pod.replicaset_uid) if needs_zones else None
+        return CostInputs(
+            node_name=pod.node_name if node is not None else None,
+            node_labels=node.labels if node is not None else {},
+            node_allocatable_mcpu=node.allocatable_mcpu if node is not None else 0,
+            node_requested_mcpu=self.requested_mcpu(node.name) if node is not None else 0,
+            zone_counts=spread.counts if spread else {},
+            eligible_zones=self.eligible_zones() if needs_zones else frozenset(),
+            zone_rank=spread.ranks.get(pod.uid) if spread else None,
+            conditions=pod.conditions,
+            samples=samples,
+            pod_uid=pod.uid,
+        )

@@ -1,0 +1,349 @@
+"""What the view keeps of each object: the few fields the decisions read. Pure, no I/O.
+
+Records are built from the decoded wire shapes (wire.py), or from plain dicts (explain's
+snapshots, tests), which are first converted to the same shapes, so both paths read an
+object alike. Records are immutable msgspec Structs outside the collector's reach, and
+repeated strings and small maps (label keys, node names, a ReplicaSet's labels, the
+set of conditions) are shared between records rather than held once per pod.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+
+from schedpolicy.core.api import SpecError, parse_spec
+from schedpolicy.core.costs import ZONE
+from schedpolicy.core.matching import Policy
+from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
+from schedpolicy.view import wire
+
+COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+GPU_RESOURCE = "nvidia.com/gpu"
+# Annotations nobody here reads, and which can be large.
+_DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+W = TypeVar("W", bound=msgspec.Struct)
+
+
+class Shared:
+    """Hands out one shared copy of equal small values. Bounded: when full it starts over,
+    which only costs sharing, never correctness (records never mutate what they hold).
+    Meant for values most records repeat (a ReplicaSet's labels, the set of conditions);
+    a map unique to each object (annotations) is only given interned keys."""
+
+    def __init__(self, limit: int = 8_192) -> None:
+        self._limit = limit
+        self._maps: dict[frozenset[tuple[str, str]], dict[str, str]] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def text(self, value: str) -> str:
+        return sys.intern(value)
+
+    def mapping(self, items: Mapping[str, str] | None) -> dict[str, str]:
+        if not items:
+            return _EMPTY
+        key = frozenset(items.items())
+        found = self._maps.get(key)
+        if found is None:
+            if len(self._maps) >= self._limit:
+                self._maps.clear()
+            found = self._maps[key] = {sys.intern(k): sys.intern(v) for k, v in items.items()}
+        return found
+
+    def keys(self, items: Mapping[str, str] | None) -> dict[str, str]:
+        if not items:
+            return _EMPTY
+        return {sys.intern(k): v for k, v in items.items()}
+
+    def names(self, values: Iterable[str]) -> frozenset[str]:
+        key = frozenset(values)
+        if not key:
+            return _NONE
+        found = self._sets.get(key)
+        if found is None:
+            if len(self._sets) >= self._limit:
+                self._sets.clear()
+            found = self._sets[key] = key
+        return found
+
+
+_EMPTY: dict[str, str] = {}
+_NONE: frozenset[str] = frozenset()
+SHARED = Shared()
+
+
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+
+def _as(shape: type[W], body: Mapping[str, Any] | W) -> W:
+    """A plain dict goes through the same decoder as a watch line, so both read alike."""
+    if isinstance(body, shape):
+        return body
+    decoder = _DECODERS.get(shape)
+    if decoder is None:
+        decoder = _DECODERS[shape] = msgspec.json.Decoder(shape)
+    return decoder.decode(msgspec.json.encode(body))  # type: ignore[no-any-return]
+
+
+# ---- policies ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyObject:
+    """A SchedulingPolicy as stored: parsed when valid, with the reason when not."""
+
+    name: str
+    uid: str
+    generation: int
+    status: Mapping[str, Any]
+    policy: Policy | None
+    error: SpecError | None
+
+
+def policy_object(body: Mapping[str, Any]) -> PolicyObject:
+    meta = body.get("metadata", {})
+    name, generation = str(meta.get("name", "")), int(meta.get("generation") or 1)
+    uid = str(meta.get("uid", ""))
+    try:
+        spec = parse_spec(body.get("spec") or {})
+    except SpecError as err:
+        return PolicyObject(name, uid, generation, body.get("status") or {}, None, err)
+    policy = Policy(name=name, spec=spec, generation=generation, uid=uid)
+    return PolicyObject(name, uid, generation, body.get("status") or {}, policy, None)
+
+
+# ---- ownership, from managedFields -------------------------------------------------------
+
+
+def _fields_metadata(entry: wire.ManagedFieldsEntry) -> wire._FieldsMetadata | None:
+    return entry.fields_v1.metadata if entry.fields_v1 is not None else None
+
+
+def annotation_managers(
+    managed_fields: Iterable[Mapping[str, Any]] | Iterable[wire.ManagedFieldsEntry] | None,
+    key: str,
+) -> frozenset[str]:
+    """Field managers that own `metadata.annotations[key]`, read from managedFields."""
+    wanted = f"f:{key}"
+    owners = []
+    for entry in _entries(managed_fields):
+        fields = _fields_metadata(entry)
+        if fields is not None and wanted in fields.annotations:
+            owners.append(entry.manager)
+    return SHARED.names(owners)
+
+
+def _entries(
+    managed_fields: Iterable[Mapping[str, Any]] | Iterable[wire.ManagedFieldsEntry] | None,
+) -> list[wire.ManagedFieldsEntry]:
+    return [_as(wire.ManagedFieldsEntry, e) for e in managed_fields or ()]
+
+
+def _label_managers(entries: Iterable[wire.ManagedFieldsEntry]) -> dict[str, frozenset[str]]:
+    owners: dict[str, list[str]] = defaultdict(list)
+    for entry in entries:
+        fields = _fields_metadata(entry)
+        for field_key in fields.labels if fields is not None else ():
+            if field_key.startswith("f:"):
+                owners[sys.intern(field_key[2:])].append(entry.manager)
+    return {k: SHARED.names(v) for k, v in owners.items()}
+
+
+# ---- pods --------------------------------------------------------------------------------
+
+
+class PodRecord(msgspec.Struct, frozen=True, gc=False):
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_kind: str | None
+    owner_name: str | None
+    owner_uid: str | None
+    node_name: str | None
+    phase: str
+    terminating: bool
+    conditions: Mapping[str, str]
+    cpu_mcpu: int
+    gpus: int
+    pod_ip: str | None
+    scheduler_name: str
+    created: str
+    resource_version: str
+    cost_managers: frozenset[str]
+    # Whether the stored pod has an annotations map at all; `annotations` leaves out
+    # the big ones nobody reads, and a write must not mistake that for no map.
+    has_annotations: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def active(self) -> bool:
+        """Running or about to: not finished and not on its way out."""
+        return self.phase not in ("Succeeded", "Failed") and not self.terminating
+
+    @property
+    def counts_toward_fill(self) -> bool:
+        return self.active and self.node_name is not None and self.owner_kind != "DaemonSet"
+
+    @property
+    def replicaset_uid(self) -> str | None:
+        return self.owner_uid if self.owner_kind == "ReplicaSet" else None
+
+    @property
+    def cost(self) -> str | None:
+        return self.annotations.get(COST_ANNOTATION)
+
+
+def only_cost_changed(before: PodRecord, after: PodRecord) -> bool:
+    """Whether `after` is `before` with nothing changed but the deletion cost: its value,
+    who manages it, whether an annotations map exists, and the resourceVersion. That is
+    all our own cost patch changes, so no decision input moved."""
+    if {k: v for k, v in before.annotations.items() if k != COST_ANNOTATION} != {
+        k: v for k, v in after.annotations.items() if k != COST_ANNOTATION
+    }:
+        return False
+    return before == msgspec.structs.replace(
+        after,
+        annotations=before.annotations,
+        cost_managers=before.cost_managers,
+        has_annotations=before.has_annotations,
+        resource_version=before.resource_version,
+    )
+
+
+def _spec_requests(spec: wire.PodSpec) -> dict[str, Any]:
+    # resources.effective_requests is written over the API's JSON shape; a pod has few
+    # containers, so rebuilding that much of it is cheap.
+    return dict(msgspec.to_builtins(spec))
+
+
+def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> PodRecord:
+    pod = _as(wire.Pod, body)
+    meta, spec, status = pod.metadata, pod.spec, pod.status
+    owner = meta.controller()
+    requests = effective_requests(_spec_requests(spec))
+    raw_annotations = meta.annotations or {}
+    annotations = (
+        {k: v for k, v in raw_annotations.items() if k not in _DROPPED_ANNOTATIONS}
+        if _DROPPED_ANNOTATIONS.intersection(raw_annotations)
+        else raw_annotations
+    )
+    text = shared.text
+    return PodRecord(
+        uid=meta.uid,
+        namespace=text(meta.namespace),
+        name=meta.name,
+        labels=shared.mapping(meta.labels),
+        annotations=shared.keys(annotations),
+        owner_kind=text(owner.kind) if owner else None,
+        owner_name=text(owner.name) if owner else None,
+        owner_uid=text(owner.uid) if owner else None,
+        node_name=text(spec.node_name) if spec.node_name else None,
+        phase=text(status.phase or "Pending"),
+        terminating=meta.deletion_timestamp is not None,
+        conditions=shared.mapping({c.type: c.status for c in status.conditions or ()}),
+        cpu_mcpu=millicores(requests["cpu"]) if "cpu" in requests else 0,
+        gpus=int(requests[GPU_RESOURCE]) if GPU_RESOURCE in requests else 0,
+        pod_ip=status.pod_ip or None,
+        scheduler_name=text(spec.scheduler_name or "default-scheduler"),
+        created=meta.creation_timestamp or "",
+        resource_version=meta.resource_version,
+        cost_managers=annotation_managers(meta.managed_fields, COST_ANNOTATION),
+        has_annotations=bool(meta.annotations),
+    )
+
+
+# ---- nodes -------------------------------------------------------------------------------
+
+
+class NodeRecord(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    allocatable_mcpu: int
+    allocatable_gpus: int
+    ready: bool
+    unschedulable: bool
+    label_managers: Mapping[str, frozenset[str]]  # label key -> field managers owning it
+
+    @property
+    def zone(self) -> str | None:
+        return self.labels.get(ZONE)
+
+    @property
+    def eligible(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+def _quantity_or_zero(value: Any) -> int:
+    try:
+        return int(parse_quantity(value)) if value is not None else 0
+    except QuantityError:
+        return 0
+
+
+def node_record(body: Mapping[str, Any] | wire.Node, shared: Shared = SHARED) -> NodeRecord:
+    node = _as(wire.Node, body)
+    meta, status = node.metadata, node.status
+    allocatable = status.allocatable or {}
+    try:
+        cpu = millicores(parse_quantity(allocatable.get("cpu", "0")))
+    except QuantityError:
+        cpu = 0
+    ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or ())
+    return NodeRecord(
+        name=shared.text(meta.name),
+        uid=meta.uid,
+        resource_version=meta.resource_version,
+        labels=shared.mapping(meta.labels),
+        annotations={
+            k: v for k, v in (meta.annotations or {}).items() if k.startswith("schedpolicy.io/")
+        },
+        allocatable_mcpu=cpu,
+        allocatable_gpus=_quantity_or_zero(allocatable.get(GPU_RESOURCE)),
+        ready=ready,
+        unschedulable=node.spec.unschedulable,
+        label_managers=_label_managers(meta.managed_fields or ()),
+    )
+
+
+# ---- replicasets -------------------------------------------------------------------------
+
+
+class ReplicaSetRecord(msgspec.Struct, frozen=True, gc=False):
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    owner_kind: str | None
+    owner_name: str | None
+    replicas: int
+
+
+def replicaset_record(
+    body: Mapping[str, Any] | wire.ReplicaSet, shared: Shared = SHARED
+) -> ReplicaSetRecord:
+    rs = _as(wire.ReplicaSet, body)
+    meta = rs.metadata
+    owner = meta.controller()
+    return ReplicaSetRecord(
+        uid=meta.uid,
+        namespace=shared.text(meta.namespace),
+        name=meta.name,
+        labels=shared.mapping(meta.labels),
+        owner_kind=shared.text(owner.kind) if owner else None,
+        owner_name=owner.name if owner else None,
+        replicas=rs.spec.replicas or 0,
+    )
