@@ -32,7 +32,8 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
-from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube, cost_patch, pointer
+from schedpolicy.core.wellknown import COST_ANNOTATION
+from schedpolicy.shell.kube import Credentials, Kube, cost_patch, pointer
 from schedpolicy.view import decisions
 
 NAMESPACE = "bench-fleet"

@@ -21,7 +21,7 @@ from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
-from schedpolicy.shell.kube import COST_ANNOTATION
+from schedpolicy.core.wellknown import COST_ANNOTATION
 
 NAMESPACE = "bench-scaledown"
 

@@ -20,7 +20,8 @@ from typing import Any
 from localcluster import LocalCluster
 from localcluster.binaries import REPO, bin_dir
 from schedpolicy.app import explain
-from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube
+from schedpolicy.core.wellknown import COST_ANNOTATION
+from schedpolicy.shell.kube import Credentials, Kube
 
 CLUSTER = LocalCluster()
 

@@ -24,7 +24,8 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
 from schedpolicy.app import explain
-from schedpolicy.shell.kube import COST_ANNOTATION, Credentials, Kube, cost_patch
+from schedpolicy.core.wellknown import COST_ANNOTATION
+from schedpolicy.shell.kube import Credentials, Kube, cost_patch
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply_namespace_policy, get_json
 

@@ -19,7 +19,8 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster
 from localcluster.topology import FakeNode
 from schedpolicy.app import explain
-from schedpolicy.shell.kube import COST_ANNOTATION, Kube
+from schedpolicy.core.wellknown import COST_ANNOTATION
+from schedpolicy.shell.kube import Kube
 from tests.e2e.kubeobjects import deployment, eventually, ready_pods
 
 pytestmark = pytest.mark.e2e

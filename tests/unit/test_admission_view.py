@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedpolicy.core.gpu import INSTANCE_TYPE
+from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
 from schedpolicy.view.admission_view import AdmissionView
 
@@ -25,11 +25,11 @@ def test_policies_parse_once_and_invalid_ones_place_nothing() -> None:
 
 def test_instance_types_follow_node_labels() -> None:
     view = AdmissionView()
-    view.upsert_node("n1", {INSTANCE_TYPE: "p4d.24xlarge"})
-    view.upsert_node("n2", {INSTANCE_TYPE: "g5.12xlarge"})
+    view.upsert_node("n1", {INSTANCE_TYPE_LABEL: "p4d.24xlarge"})
+    view.upsert_node("n2", {INSTANCE_TYPE_LABEL: "g5.12xlarge"})
     view.upsert_node("n3", {"other": "x"})
     assert view.instance_types() == {"p4d.24xlarge", "g5.12xlarge"}
-    view.upsert_node("n2", {INSTANCE_TYPE: "p5.48xlarge"})
+    view.upsert_node("n2", {INSTANCE_TYPE_LABEL: "p5.48xlarge"})
     assert view.instance_types() == {"p4d.24xlarge", "p5.48xlarge"}
     view.upsert_node("n1", {})
     assert view.instance_types() == {"p5.48xlarge"}

@@ -4,14 +4,9 @@ from typing import Any
 
 import pytest
 
+from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.kube import cost_patch
-from schedpolicy.view.cluster import (
-    COST_ANNOTATION,
-    ClusterView,
-    annotation_managers,
-    node_record,
-    pod_record,
-)
+from schedpolicy.view.cluster import ClusterView, annotation_managers, node_record, pod_record
 
 
 def pod(

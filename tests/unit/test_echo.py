@@ -8,11 +8,12 @@ from typing import Any, cast
 import msgspec
 import pytest
 
+from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.feeds import PodFeed
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.reconciler import PodOutcome, Reconciler, Written
 from schedpolicy.view import wire
-from schedpolicy.view.cluster import COST_ANNOTATION, ClusterView, pod_record
+from schedpolicy.view.cluster import ClusterView, pod_record
 from schedpolicy.view.records import only_cost_changed
 from tests.unit.test_cluster import pod
 

@@ -12,18 +12,14 @@ from typing import Any
 import pytest
 
 from schedpolicy.core.api import GPULabels
-from schedpolicy.core.gpu import (
+from schedpolicy.core.gpu import INSTANCE_TYPES, decide, normalize_product, parse_memory, plan
+from schedpolicy.core.wellknown import (
     GFD_MEMORY,
     GFD_PRODUCT,
     GFD_REPLICAS,
     GFD_SHARING,
-    INSTANCE_TYPE,
-    INSTANCE_TYPES,
-    OWNED_ANNOTATION,
-    decide,
-    normalize_product,
-    parse_memory,
-    plan,
+    INSTANCE_TYPE_LABEL,
+    OWNED_LABELS_ANNOTATION,
 )
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
@@ -151,7 +147,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_MEMORY: "16106127360",
             GFD_REPLICAS: "8",
             MIG_STRATEGY: "single",
-            INSTANCE_TYPE: "g4dn.xlarge",
+            INSTANCE_TYPE_LABEL: "g4dn.xlarge",
         },
         8,
         {MODEL: "T4", MEMORY: "15360"},
@@ -170,7 +166,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
     (
         "memory-in-no-unit-table-falls-back",
         GFD_FIRST,
-        {GFD_PRODUCT: "Tesla-T4", GFD_MEMORY: "100", INSTANCE_TYPE: "g4dn.xlarge"},
+        {GFD_PRODUCT: "Tesla-T4", GFD_MEMORY: "100", INSTANCE_TYPE_LABEL: "g4dn.xlarge"},
         1,
         {MODEL: "T4", MEMORY: "16384"},
         (),
@@ -185,7 +181,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_MEMORY: "40536",
             GFD_REPLICAS: "4",
             GFD_SHARING: "mps",
-            INSTANCE_TYPE: "p4d.24xlarge",
+            INSTANCE_TYPE_LABEL: "p4d.24xlarge",
         },
         32,
         {MODEL: "A100", MEMORY: "10134"},
@@ -214,7 +210,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_MEMORY: "40536",
             GFD_REPLICAS: "4",
             GFD_SHARING: "mps",
-            INSTANCE_TYPE: "p4d.24xlarge",
+            INSTANCE_TYPE_LABEL: "p4d.24xlarge",
         },
         32,
         {MODEL: "A100", MEMORY: "10240"},
@@ -227,7 +223,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_PRODUCT: "NVIDIA-A100-SXM4-40GB-SHARED",
             GFD_MEMORY: "40536",
             GFD_SHARING: "mps",
-            INSTANCE_TYPE: "p4d.24xlarge",
+            INSTANCE_TYPE_LABEL: "p4d.24xlarge",
         },
         32,
         {},
@@ -273,7 +269,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
     (
         "time-sliced-table-only",
         TABLE_ONLY,
-        {GFD_REPLICAS: "4", GFD_SHARING: "time-slicing", INSTANCE_TYPE: "p4d.24xlarge"},
+        {GFD_REPLICAS: "4", GFD_SHARING: "time-slicing", INSTANCE_TYPE_LABEL: "p4d.24xlarge"},
         32,
         {MODEL: "A100", MEMORY: "40960"},
         (),
@@ -299,7 +295,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
     (
         "more-devices-than-cards",
         TABLE_FIRST,
-        {INSTANCE_TYPE: "p4d.24xlarge"},
+        {INSTANCE_TYPE_LABEL: "p4d.24xlarge"},
         56,
         {},
         ("more-devices-than-cards",),
@@ -316,7 +312,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_SHARING: "",
             "nvidia.com/gpu.count": "0",
             MIG_STRATEGY: "single",
-            INSTANCE_TYPE: "p4de.24xlarge",
+            INSTANCE_TYPE_LABEL: "p4de.24xlarge",
         },
         8,
         {},
@@ -331,7 +327,7 @@ NODES: list[tuple[str, GPULabels, dict[str, str], int, dict[str, str], tuple[str
             GFD_PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
             GFD_MEMORY: "4864",
             MIG_STRATEGY: "single",
-            INSTANCE_TYPE: "p4d.24xlarge",
+            INSTANCE_TYPE_LABEL: "p4d.24xlarge",
         },
         56,
         {MODEL: "A100", MEMORY: "4864"},
@@ -504,12 +500,12 @@ def test_explanations_name_the_unit_and_the_share() -> None:
     ],
 )
 def test_instance_type_table(itype: str, model: str, cards: int, mib: int) -> None:
-    decision = decide(TABLE_FIRST, {INSTANCE_TYPE: itype}, cards)
+    decision = decide(TABLE_FIRST, {INSTANCE_TYPE_LABEL: itype}, cards)
     assert decision.labels == {MODEL: model, MEMORY: str(mib)}
     assert decision.facts is not None
     assert decision.facts.source == "InstanceType"
     # One device more than the type has cards is slices or sharing: the table refuses.
-    assert decide(TABLE_FIRST, {INSTANCE_TYPE: itype}, cards + 1).labels == {}
+    assert decide(TABLE_FIRST, {INSTANCE_TYPE_LABEL: itype}, cards + 1).labels == {}
 
 
 def test_table_models_are_spelled_as_gfd_names_them() -> None:
@@ -519,7 +515,7 @@ def test_table_models_are_spelled_as_gfd_names_them() -> None:
 
 
 def test_unknown_instance_type_and_no_gfd_gives_no_labels() -> None:
-    decision = decide(TABLE_FIRST, {INSTANCE_TYPE: "m5.xlarge"}, 1)
+    decision = decide(TABLE_FIRST, {INSTANCE_TYPE_LABEL: "m5.xlarge"}, 1)
     assert decision.labels == {}
     assert decision.refusals == ()
     assert "no source knows" in decision.explanation[-1]
@@ -529,7 +525,7 @@ def test_gfd_first() -> None:
     labels = {
         GFD_PRODUCT: "NVIDIA-H100-80GB-HBM3",
         GFD_MEMORY: "81559",
-        INSTANCE_TYPE: "p5.48xlarge",
+        INSTANCE_TYPE_LABEL: "p5.48xlarge",
     }
     decision = decide(GFD_FIRST, labels, 8)
     assert decision.labels == {MODEL: "H100", MEMORY: "81559"}
@@ -550,7 +546,7 @@ def test_gfd_first() -> None:
 def test_what_counts_as_sources_disagreeing(
     product: str, memory: str, itype: str, disagree: bool
 ) -> None:
-    labels = {GFD_PRODUCT: product, GFD_MEMORY: memory, INSTANCE_TYPE: itype}
+    labels = {GFD_PRODUCT: product, GFD_MEMORY: memory, INSTANCE_TYPE_LABEL: itype}
     assert bool(decide(GFD_FIRST, labels, 1).disagreements) is disagree
 
 
@@ -558,7 +554,7 @@ def test_mig_devices_get_their_own_memory() -> None:
     labels = {
         GFD_PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
         GFD_MEMORY: "4864",
-        INSTANCE_TYPE: "p4d.24xlarge",
+        INSTANCE_TYPE_LABEL: "p4d.24xlarge",
     }
     decision = decide(GFD_FIRST, labels, 56)
     assert decision.labels == {MODEL: "A100", MEMORY: "4864"}
@@ -573,7 +569,7 @@ def test_mig_devices_get_their_own_memory() -> None:
 
 
 def test_precedence_and_reported_disagreement() -> None:
-    labels = {GFD_PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028", INSTANCE_TYPE: "p5.48xlarge"}
+    labels = {GFD_PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028", INSTANCE_TYPE_LABEL: "p5.48xlarge"}
     assert decide(GFD_FIRST, labels, 4).labels == {MODEL: "A10G", MEMORY: "23028"}
     table = decide(TABLE_FIRST, labels, 4)
     assert table.labels == {MODEL: "H100", MEMORY: "81920"}
@@ -604,7 +600,7 @@ def test_inventory_wins_when_listed_first() -> None:
 
 @pytest.mark.parametrize("gpus", [0, -1])
 def test_no_allocatable_gpus_no_labels(gpus: int) -> None:
-    labels = {GFD_PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028", INSTANCE_TYPE: "g5.12xlarge"}
+    labels = {GFD_PRODUCT: "NVIDIA-A10G", GFD_MEMORY: "23028", INSTANCE_TYPE_LABEL: "g5.12xlarge"}
     decision = decide(GFD_FIRST, labels, gpus)
     assert decision.labels == {}
     assert "not a GPU node" in decision.explanation[0]
@@ -613,7 +609,7 @@ def test_no_allocatable_gpus_no_labels(gpus: int) -> None:
 def test_custom_prefix() -> None:
     decision = decide(
         spec(labelPrefix="gpu.example.com", sources=["InstanceType"]),
-        {INSTANCE_TYPE: "g5.xlarge"},
+        {INSTANCE_TYPE_LABEL: "g5.xlarge"},
         1,
     )
     assert set(decision.labels) == {"gpu.example.com/gpu-model", "gpu.example.com/gpu-memory-mib"}
@@ -627,7 +623,7 @@ def test_reserved_prefix_refused_even_without_cel() -> None:
         node_selector=None,
         allow_overwrite=True,
     )
-    decision = decide(bypassed, {INSTANCE_TYPE: "g5.xlarge"}, 1)
+    decision = decide(bypassed, {INSTANCE_TYPE_LABEL: "g5.xlarge"}, 1)
     assert decision.labels == {}
     assert decision.error is not None
     # And the planner drops such keys whatever it is handed.
@@ -647,13 +643,13 @@ def test_plan_new_labels_are_set_and_owned() -> None:
         "metadata": {
             "uid": "uid-1",
             "labels": WANT,
-            "annotations": {OWNED_ANNOTATION: f"{MEMORY},{MODEL}"},
+            "annotations": {OWNED_LABELS_ANNOTATION: f"{MEMORY},{MODEL}"},
         }
     }
 
 
 def test_plan_nothing_to_do() -> None:
-    owned = {OWNED_ANNOTATION: f"{MEMORY},{MODEL}"}
+    owned = {OWNED_LABELS_ANNOTATION: f"{MEMORY},{MODEL}"}
     assert plan(WANT, WANT, owned, OURS, allow_overwrite=False).empty
 
 
@@ -669,14 +665,16 @@ def test_plan_foreign_label_is_left_alone_unless_overwrite() -> None:
 
 def test_plan_removes_only_our_labels() -> None:
     labels = {MODEL: "A100", MEMORY: "40960", "schedpolicy.io/other": "x"}
-    change = plan({}, labels, {OWNED_ANNOTATION: f"{MEMORY},{MODEL}"}, OURS, allow_overwrite=False)
+    change = plan(
+        {}, labels, {OWNED_LABELS_ANNOTATION: f"{MEMORY},{MODEL}"}, OURS, allow_overwrite=False
+    )
     assert change.remove == (MEMORY, MODEL)
     assert change.owned == ()
     assert change.patch("u") == {
         "metadata": {
             "uid": "u",
             "labels": {MEMORY: None, MODEL: None},
-            "annotations": {OWNED_ANNOTATION: None},
+            "annotations": {OWNED_LABELS_ANNOTATION: None},
         }
     }
 
@@ -685,6 +683,6 @@ def test_plan_a_label_someone_took_over_is_theirs() -> None:
     labels = {MODEL: "mine-now", MEMORY: "40960"}
     managers = {MODEL: frozenset({"kubectl-label"}), MEMORY: frozenset({"schedpolicy"})}
     change = plan(
-        {}, labels, {OWNED_ANNOTATION: f"{MEMORY},{MODEL}"}, managers, allow_overwrite=False
+        {}, labels, {OWNED_LABELS_ANNOTATION: f"{MEMORY},{MODEL}"}, managers, allow_overwrite=False
     )
     assert change.remove == (MEMORY,)

@@ -8,8 +8,9 @@ import jsonpatch
 import pytest
 
 from schedpolicy.core.api import parse_spec
-from schedpolicy.core.hints import HINTS_ANNOTATION, decide, gpu_request
+from schedpolicy.core.hints import decide, gpu_request
 from schedpolicy.core.matching import Policy
+from schedpolicy.core.wellknown import HINTS_ANNOTATION
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 GPU_PLACEMENT = {"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40960}}

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from schedpolicy.core.gpu import GFD_MEMORY, GFD_PRODUCT
+from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.label_sync import LabelSync
 from schedpolicy.view import decisions

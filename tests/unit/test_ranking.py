@@ -9,12 +9,11 @@ import pytest
 from schedpolicy.core.ranking import (
     RankedPod,
     compare,
-    parse_time,
     rank_pods,
     read_deletion_cost,
     scale_down,
-    to_nanos,
 )
+from schedpolicy.core.timestamps import parse_nanos, to_nanos
 
 NOW = to_nanos(datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
 
@@ -168,11 +167,11 @@ def test_cost_is_read_as_upstream_reads_it(value: str | None, cost: int) -> None
 
 def test_times_keep_their_nanoseconds() -> None:
     base = to_nanos(datetime(2026, 11, 30, 11, 0, tzinfo=UTC))
-    assert parse_time("2026-11-30T11:00:00Z") == base
-    assert parse_time("2026-11-30T11:00:00.000000001Z") == base + 1
-    assert parse_time("2026-11-30T11:00:00.5+00:00") == base + 500_000_000
-    assert parse_time("2026-11-30T12:00:00.123456789+01:00") == base + 123_456_789
-    assert parse_time(None) is None
+    assert parse_nanos("2026-11-30T11:00:00Z") == base
+    assert parse_nanos("2026-11-30T11:00:00.000000001Z") == base + 1
+    assert parse_nanos("2026-11-30T11:00:00.5+00:00") == base + 500_000_000
+    assert parse_nanos("2026-11-30T12:00:00.123456789+01:00") == base + 123_456_789
+    assert parse_nanos(None) is None
 
 
 def test_log_scale_is_cut_at_the_nanosecond() -> None:

@@ -14,17 +14,23 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy.core import api, matching, ranking
-from schedpolicy.core.gpu import OWNED_ANNOTATION, label_keys, parse_owned
-from schedpolicy.core.hints import HINTS_ANNOTATION
+from schedpolicy.core import api, matching, ranking, wellknown
+from schedpolicy.core.gpu import label_keys, parse_owned
+from schedpolicy.core.timestamps import render, seconds_since, to_nanos
+from schedpolicy.core.wellknown import (
+    COST_ANNOTATION,
+    HINTS_ANNOTATION,
+    OWNED_LABELS_ANNOTATION,
+    REVISION_ANNOTATION,
+    controller_ref,
+)
 from schedpolicy.core.wording import count
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.scraper import read_endpoint
 from schedpolicy.view import decisions
-from schedpolicy.view.cluster import COST_ANNOTATION, ClusterView, PodRecord, annotation_managers
+from schedpolicy.view.cluster import ClusterView, PodRecord, annotation_managers
 
 POLICIES = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
-REVISION = "deployment.kubernetes.io/revision"
 
 
 class ExplainError(RuntimeError):
@@ -62,15 +68,9 @@ def split(ref: str, kind: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _since(when: str | None, now: datetime) -> float | None:
-    if not when:
-        return None
-    return (now - datetime.fromisoformat(when.replace("Z", "+00:00"))).total_seconds()
-
-
 def _our_write_time(meta: Mapping[str, Any]) -> str | None:
     for entry in meta.get("managedFields") or []:
-        if entry.get("manager") == api.FIELD_MANAGER and "f:annotations" in (
+        if entry.get("manager") == wellknown.FIELD_MANAGER and "f:annotations" in (
             (entry.get("fieldsV1") or {}).get("f:metadata") or {}
         ):
             return str(entry.get("time"))
@@ -100,7 +100,7 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
 
     meta = pod["metadata"]
     stored = (meta.get("annotations") or {}).get(COST_ANNOTATION)
-    ours = api.FIELD_MANAGER in annotation_managers(
+    ours = wellknown.FIELD_MANAGER in annotation_managers(
         meta.get("managedFields") or [], COST_ANNOTATION
     )
     decision = result.decision
@@ -175,7 +175,7 @@ def _write_state(
         if policy and policy.spec.deletion_cost
         else 0
     )
-    since = _since(stored.get("writtenAt"), now)
+    since = seconds_since(stored.get("writtenAt"), now)
     limited = since is not None and since < interval
     state: dict[str, Any] = {
         "pending": True,
@@ -184,9 +184,7 @@ def _write_state(
         "rateLimited": limited,
     }
     if limited and since is not None:
-        state["notBefore"] = (now + timedelta(seconds=interval - since)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
+        state["notBefore"] = render(now + timedelta(seconds=interval - since))
     return state
 
 
@@ -223,7 +221,7 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
         },
         "current": {k: record.labels.get(k) for k in keys},
         "owned": sorted(parse_owned(node["metadata"].get("annotations") or {})),
-        "ownedAnnotation": OWNED_ANNOTATION,
+        "ownedAnnotation": OWNED_LABELS_ANNOTATION,
         "managers": {
             k: sorted(record.label_managers.get(k, ())) for k in keys if k in record.labels
         },
@@ -244,27 +242,25 @@ async def simulate_scale_down(
         for rs in await _items(
             kube, f"/apis/apps/v1/namespaces/{namespace}/replicasets", "ReplicaSets"
         )
-        if any(
-            o.get("uid") == deploy["metadata"]["uid"] and o.get("controller")
-            for o in rs["metadata"].get("ownerReferences") or []
-        )
+        if (controller_ref(rs["metadata"]) or {}).get("uid") == deploy["metadata"]["uid"]
     ]
     if not owned:
         raise ExplainError(f"deployment {ref} has no ReplicaSet yet")
     current = max(
-        owned, key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(REVISION, "0"))
+        owned,
+        key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION, "0")),
     )
     rs_uids = {rs["metadata"]["uid"] for rs in owned}
     pods = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
 
     def owner(p: Mapping[str, Any]) -> str | None:
-        refs = [o for o in p["metadata"].get("ownerReferences") or [] if o.get("controller")]
-        return refs[0]["uid"] if refs else None
+        ref = controller_ref(p["metadata"])
+        return ref["uid"] if ref else None
 
     related = [p for p in pods if owner(p) in rs_uids]
     mine = [p for p in related if owner(p) == current["metadata"]["uid"] and ranking.is_active(p)]
     # The controller's clock has nanoseconds, and so does the ranking's log2 age scale.
-    nanos = ranking.to_nanos(now) if now is not None else time.time_ns()
+    nanos = to_nanos(now) if now is not None else time.time_ns()
     result = ranking.scale_down(ranking.rank_pods(mine, related), replicas, nanos)
     uncertainty = result.uncertainty
     return {

@@ -105,7 +105,7 @@ async def _sync(memo: OperatorState, informers: list[Informer[Any]]) -> None:
             log.warning("cannot list the cluster yet (%s); retrying in %.0fs", err, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
-    memo.wake().mark_synced()
+    memo.running_reconciler().mark_synced()
 
 
 @kopf.on.cleanup(registry=registry)
@@ -133,13 +133,13 @@ async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> N
     memo.view.note("policies", body["metadata"]["uid"])
     if event["type"] == "DELETED":
         memo.view.remove_policy(body["metadata"]["name"])
-        memo.wake().policies_changed()
+        memo.running_reconciler().policies_changed()
         return
     obj, changed = memo.view.upsert_policy(body)
     if changed:
         if obj.error is not None:
             log.warning("policy %s is invalid: %s", obj.name, obj.error)
-        memo.wake().policies_changed()
+        memo.running_reconciler().policies_changed()
     else:
         # Our own status write coming back: nothing to recompute but the status itself.
-        memo.wake().status_changed()
+        memo.running_reconciler().status_changed()

@@ -41,7 +41,7 @@ class OperatorState:
     leadership: Leadership | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def wake(self) -> Reconciler:
+    def running_reconciler(self) -> Reconciler:
         if self.reconciler is None:
             raise RuntimeError("the reconciler starts in the start-up handler")
         return self.reconciler

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from schedpolicy.core.wellknown import SECONDARY_SCHEDULER
+
 GROUP = "schedpolicy.io"
 VERSION = "v1alpha1"
 KIND = "SchedulingPolicy"
@@ -24,12 +26,9 @@ SINGULAR = "schedulingpolicy"
 SHORT_NAMES = ["spol"]
 CATEGORIES = ["schedpolicy"]
 API_VERSION = f"{GROUP}/{VERSION}"
-# The field manager of every write, so that managedFields say which values are ours.
-FIELD_MANAGER = "schedpolicy"
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
-DEFAULT_SCHEDULER = "schedpolicy-scheduler"
 DEFAULT_LABEL_PREFIX = "schedpolicy.io"
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -502,7 +501,7 @@ class Placement(Model):
     )
 
     scheduler_name: Annotated[str, Field(min_length=1, max_length=63)] = Field(
-        default=DEFAULT_SCHEDULER,
+        default=SECONDARY_SCHEDULER,
         description="spec.schedulerName given to matching pods whose schedulerName is empty or"
         " default-scheduler. An explicit other scheduler is never overridden.",
     )

@@ -25,13 +25,11 @@ from schedpolicy.core.api import (
     ZoneBalanceSignal,
 )
 from schedpolicy.core.samples import Rejection, Sample, check
+from schedpolicy.core.wellknown import EKS_CAPACITY_LABEL, KARPENTER_CAPACITY_LABEL, ZONE_LABEL
 
-KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
-EKS_CAPACITY = "eks.amazonaws.com/capacityType"
-ZONE = "topology.kubernetes.io/zone"
 _CAPACITY_VALUES = {
-    KARPENTER_CAPACITY: {"spot": "spot", "on-demand": "on-demand", "reserved": "reserved"},
-    EKS_CAPACITY: {"SPOT": "spot", "ON_DEMAND": "on-demand"},
+    KARPENTER_CAPACITY_LABEL: {"spot": "spot", "on-demand": "on-demand", "reserved": "reserved"},
+    EKS_CAPACITY_LABEL: {"SPOT": "spot", "ON_DEMAND": "on-demand"},
 }
 
 
@@ -126,7 +124,7 @@ def _consolidation(params: NodeConsolidationSignal, inputs: CostInputs) -> tuple
 
 
 def _zone_balance(params: ZoneBalanceSignal, inputs: CostInputs) -> tuple[int, str]:
-    zone = inputs.node_labels.get(ZONE) if inputs.node_name else None
+    zone = inputs.node_labels.get(ZONE_LABEL) if inputs.node_name else None
     if zone is None:
         return 0, "the pod's node has no zone"
     if not inputs.eligible_zones:

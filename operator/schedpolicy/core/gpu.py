@@ -19,15 +19,18 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from schedpolicy.core.api import FIELD_MANAGER, GPULabels, is_reserved_label_domain
+from schedpolicy.core.api import GPULabels, is_reserved_label_domain
 from schedpolicy.core.matching import selector_matches
+from schedpolicy.core.wellknown import (
+    FIELD_MANAGER,
+    GFD_MEMORY,
+    GFD_PRODUCT,
+    GFD_REPLICAS,
+    GFD_SHARING,
+    INSTANCE_TYPE_LABEL,
+    OWNED_LABELS_ANNOTATION,
+)
 
-GFD_PRODUCT = "nvidia.com/gpu.product"
-GFD_MEMORY = "nvidia.com/gpu.memory"
-GFD_REPLICAS = "nvidia.com/gpu.replicas"
-GFD_SHARING = "nvidia.com/gpu.sharing-strategy"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-OWNED_ANNOTATION = "schedpolicy.io/owned-labels"
 MODEL_KEY = "gpu-model"
 MEMORY_KEY = "gpu-memory-mib"
 # Sources that disagree by less than this on memory agree: NVML counts what the driver leaves
@@ -279,9 +282,9 @@ def from_instance_type(
     labels: Mapping[str, str], allocatable_gpus: int, sharing: Sharing
 ) -> GPUFacts | Refusal | str:
     source = "InstanceType"
-    itype = labels.get(INSTANCE_TYPE)
+    itype = labels.get(INSTANCE_TYPE_LABEL)
     if itype is None:
-        return f"no {INSTANCE_TYPE} label"
+        return f"no {INSTANCE_TYPE_LABEL} label"
     entry = INSTANCE_TYPES.get(itype)
     if entry is None:
         return f"instance type {itype} is not in the table"
@@ -310,7 +313,7 @@ def from_instance_type(
             f" {entry.count} cards of a {itype}: the devices are MIG slices or shared, and the"
             " table knows whole cards only",
         )
-    return GPUFacts(entry.model, entry.memory_mib, source, f"{INSTANCE_TYPE}={itype}")
+    return GPUFacts(entry.model, entry.memory_mib, source, f"{INSTANCE_TYPE_LABEL}={itype}")
 
 
 def _disagree(a: GPUFacts, b: GPUFacts) -> bool:
@@ -395,7 +398,7 @@ def decide(spec: GPULabels, labels: Mapping[str, str], allocatable_gpus: int) ->
 
 
 def parse_owned(annotations: Mapping[str, str]) -> frozenset[str]:
-    raw = annotations.get(OWNED_ANNOTATION, "")
+    raw = annotations.get(OWNED_LABELS_ANNOTATION, "")
     return frozenset(k for k in raw.split(",") if k)
 
 
@@ -418,7 +421,7 @@ class LabelPlan:
         if labels:
             meta["labels"] = labels
         if self.owned_changed:
-            meta["annotations"] = {OWNED_ANNOTATION: ",".join(self.owned) or None}
+            meta["annotations"] = {OWNED_LABELS_ANNOTATION: ",".join(self.owned) or None}
         return {"metadata": meta}
 
 

@@ -17,13 +17,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedpolicy.core.api import DEFAULT_LABEL_PREFIX, Placement
-from schedpolicy.core.gpu import GFD_PRODUCT, INSTANCE_TYPE, MEMORY_KEY, MODEL_KEY
+from schedpolicy.core.gpu import MEMORY_KEY, MODEL_KEY
 from schedpolicy.core.matching import Policy
 from schedpolicy.core.resources import effective_requests
+from schedpolicy.core.wellknown import (
+    EKS_CAPACITY_LABEL,
+    GFD_PRODUCT,
+    GPU_RESOURCE,
+    HINTS_ANNOTATION,
+    INSTANCE_TYPE_LABEL,
+    KARPENTER_CAPACITY_LABEL,
+    KUBE_DEFAULT_SCHEDULER,
+    ZONE_LABEL,
+)
 
-HINTS_ANNOTATION = "schedpolicy.io/hints"
-GPU_RESOURCE = "nvidia.com/gpu"
-ZONE = "topology.kubernetes.io/zone"
 TEMPLATE_HASH = "pod-template-hash"
 # Labels a controller gives each pod (or each revision) rather than the whole set: left in
 # a spread selector they would match one pod, or one revision, and spread nothing.
@@ -37,13 +44,9 @@ PER_POD_LABELS = frozenset(
     }
 )
 CAPACITY_LABELS = {
-    "spot": (("karpenter.sh/capacity-type", "spot"), ("eks.amazonaws.com/capacityType", "SPOT")),
-    "on-demand": (
-        ("karpenter.sh/capacity-type", "on-demand"),
-        ("eks.amazonaws.com/capacityType", "ON_DEMAND"),
-    ),
+    "spot": ((KARPENTER_CAPACITY_LABEL, "spot"), (EKS_CAPACITY_LABEL, "SPOT")),
+    "on-demand": ((KARPENTER_CAPACITY_LABEL, "on-demand"), (EKS_CAPACITY_LABEL, "ON_DEMAND")),
 }
-DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def decide(
         # or another scheduler could only leave a daemon Pending.
         return HintDecision({}, (), ("DaemonSet pods are placed by their controller; left as is",))
     current = spec.get("schedulerName") or ""
-    if current not in ("", DEFAULT_SCHEDULER, placement.scheduler_name):
+    if current not in ("", KUBE_DEFAULT_SCHEDULER, placement.scheduler_name):
         # Someone chose another scheduler on purpose; its placement is its own business.
         return HintDecision(
             {}, (), (f"schedulerName {current} was chosen explicitly; the pod is left as it is",)
@@ -198,7 +201,9 @@ def decide(
         matching = [t for t in known if t.startswith(pref.prefix + ".") or t == pref.prefix]
         if matching:
             prefs.append(
-                _pref(pref.weight, {"key": INSTANCE_TYPE, "operator": "In", "values": matching})
+                _pref(
+                    pref.weight, {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": matching}
+                )
             )
         else:
             why.append(
@@ -223,7 +228,7 @@ def decide(
     if placement.zone_spread is not None:
         constraints = list(spec.get("topologySpreadConstraints") or [])
         labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in PER_POD_LABELS}
-        if any(c.get("topologyKey") == ZONE for c in constraints):
+        if any(c.get("topologyKey") == ZONE_LABEL for c in constraints):
             why.append(
                 "zone spread: the pod already has a constraint on topology.kubernetes.io/zone"
             )
@@ -233,7 +238,7 @@ def decide(
             constraints.append(
                 {
                     "maxSkew": placement.zone_spread.max_skew,
-                    "topologyKey": ZONE,
+                    "topologyKey": ZONE_LABEL,
                     "whenUnsatisfiable": placement.zone_spread.when_unsatisfiable,
                     "labelSelector": {"matchLabels": labels},
                 }

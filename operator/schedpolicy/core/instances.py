@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schedpolicy.core.ranking import parse_time
+from schedpolicy.core.timestamps import parse_nanos
 
 _NANOS = 1_000_000_000
 
@@ -33,9 +33,9 @@ def live_controller(lease: Mapping[str, Any], now: int) -> Controller | None:
     """The controller holding this Lease, if it renewed it within its duration."""
     meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
-    renewed = parse_time(spec.get("renewTime"))
+    renewed = parse_nanos(spec.get("renewTime"))
     duration = spec.get("leaseDurationSeconds")
-    created = parse_time(meta.get("creationTimestamp"))
+    created = parse_nanos(meta.get("creationTimestamp"))
     if not holder or renewed is None or not isinstance(duration, int) or created is None:
         return None
     if renewed + duration * _NANOS <= now:

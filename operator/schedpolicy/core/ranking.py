@@ -34,12 +34,12 @@ import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+from schedpolicy.core.timestamps import parse_nanos
+from schedpolicy.core.wellknown import COST_ANNOTATION
+
 _PHASE = {"Pending": 0, "Unknown": 1, "Running": 2}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _INT32 = range(-(2**31), 2**31)
 
 
@@ -57,25 +57,6 @@ def read_deletion_cost(value: str | None) -> int:
         return 0
     number = int(value)
     return number if number in _INT32 else 0
-
-
-def to_nanos(t: datetime) -> int:
-    """Exact nanoseconds since the epoch (a datetime holds microseconds at most)."""
-    delta = t - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def parse_time(value: Any) -> int | None:
-    """An RFC 3339 timestamp to nanoseconds since the epoch, fraction kept to the nanosecond."""
-    if not value:
-        return None
-    text = str(value).replace("Z", "+00:00")
-    whole, dot, rest = text.partition(".")
-    if not dot:
-        return to_nanos(datetime.fromisoformat(text))
-    fraction = rest[: len(rest) - len(rest.lstrip("0123456789"))]
-    zone = rest[len(fraction) :]
-    return to_nanos(datetime.fromisoformat(whole + zone)) + int(fraction[:9].ljust(9, "0"))
 
 
 @dataclass(frozen=True)
@@ -101,7 +82,7 @@ def _ready(pod: Mapping[str, Any]) -> tuple[bool, int | None]:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-            return ready, parse_time(cond.get("lastTransitionTime")) if ready else None
+            return ready, parse_nanos(cond.get("lastTransitionTime")) if ready else None
     return False, None
 
 
@@ -148,7 +129,7 @@ def rank_pods(
                 rank=on_node[node],
                 ready_since=since,
                 restarts=_restarts(pod),
-                created=parse_time(meta.get("creationTimestamp")),
+                created=parse_nanos(meta.get("creationTimestamp")),
             )
         )
     return out

@@ -15,6 +15,8 @@ from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from schedpolicy.core import timestamps
+
 # Clocks of the pod and the operator disagree a little; beyond this a sample is "future".
 FUTURE_TOLERANCE = timedelta(seconds=5)
 POD_UID_LABEL = "pod_uid"
@@ -31,18 +33,6 @@ RejectReason = Literal[
     "timeout",
     "unreachable",
 ]
-REJECT_REASONS: tuple[RejectReason, ...] = (
-    "no-sample",
-    "malformed",
-    "ambiguous",
-    "not-finite",
-    "negative",
-    "future",
-    "stale",
-    "wrong-uid",
-    "timeout",
-    "unreachable",
-)
 
 
 @dataclass(frozen=True)
@@ -58,13 +48,6 @@ class Rejection:
     detail: str
 
 
-def parse_time(text: str) -> datetime:
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError("timestamp has no time zone")
-    return parsed.astimezone(UTC)
-
-
 def from_annotation(raw: str | None) -> Sample | Rejection:
     """`{"value": 12, "observedAt": "2026-01-01T00:00:00Z", "podUID": "..."}`."""
     if raw is None:
@@ -75,7 +58,7 @@ def from_annotation(raw: str | None) -> Sample | Rejection:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise TypeError("value is not a number")
         number = float(value)  # "NaN" and "Infinity" parse here and are judged below
-        observed = parse_time(str(doc["observedAt"]))
+        observed = timestamps.parse(str(doc["observedAt"]))
         uid = doc.get("podUID")
         return Sample(number, observed, str(uid) if uid is not None else None)
     except (ValueError, TypeError, KeyError, AttributeError) as err:

@@ -19,7 +19,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
-from schedpolicy.core import api
+from schedpolicy.core import api, timestamps
+from schedpolicy.core.wellknown import COST_ANNOTATION, FIELD_MANAGER
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,6 @@ def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
     )
 
 
-FIELD_MANAGER = api.FIELD_MANAGER
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects live
 
 
@@ -124,10 +123,6 @@ def cost_removal_patch(uid: str, expected: str) -> list[dict[str, Any]]:
         {"op": "test", "path": path, "value": expected},
         {"op": "remove", "path": path},
     ]
-
-
-def _rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Kube:
@@ -250,7 +245,7 @@ class Kube:
         await self._send("PATCH", path, {"status": status}, "application/merge-patch+json")
 
     async def emit_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        now = _rfc3339(datetime.now(UTC))
+        now = timestamps.render(datetime.now(UTC))
         namespace = ref.namespace or EVENT_NAMESPACE
         involved = {
             "apiVersion": ref.api_version,

@@ -14,12 +14,12 @@ from typing import Any
 
 import kopf
 
-API_GROUP = "schedpolicy.io"
+from schedpolicy.core import api
 
 
 def is_own_resource(body: kopf.Body) -> bool:
     api_version = str(body.get("apiVersion", ""))
-    return api_version.split("/", 1)[0] == API_GROUP
+    return api_version.split("/", 1)[0] == api.GROUP
 
 
 class OwnResourceProgressStorage(kopf.ProgressStorage):

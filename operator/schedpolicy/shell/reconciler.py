@@ -24,7 +24,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from schedpolicy.core import api, costs, matching
+from schedpolicy.core import api, costs, matching, timestamps, wellknown
 from schedpolicy.core.policy_status import (
     Counts,
     Observation,
@@ -54,14 +54,11 @@ FORBIDDEN_RETRY_SECONDS = 30.0
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamps.render(datetime.now(UTC))
 
 
 def _age(created: str, now: datetime) -> float:
-    try:
-        return (now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return 0.0
+    return timestamps.seconds_since(created, now) or 0.0
 
 
 def _rv(value: str) -> int:
@@ -558,7 +555,7 @@ class Reconciler:
             final = outcome.final
             if outcome.cost_policy and final is not None and pod.cost == str(final):
                 costed[outcome.cost_policy] += 1
-            if pod.cost is not None and api.FIELD_MANAGER in pod.cost_managers:
+            if pod.cost is not None and wellknown.FIELD_MANAGER in pod.cost_managers:
                 bands[pod.cost] += 1
         metrics.set_cost_bands(bands)
         failures: dict[str, list[tuple[str, str]]] = defaultdict(list)

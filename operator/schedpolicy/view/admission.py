@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import msgspec
 
 from schedpolicy.core import hints, matching
+from schedpolicy.core.wellknown import IGNORE_LABEL, controller_ref
 
 log = logging.getLogger("schedpolicy.admission")
 
@@ -31,7 +32,6 @@ class AdmissionInputs(Protocol):
     def instance_types(self) -> frozenset[str]: ...
 
 
-IGNORE_LABEL = "schedpolicy.io/ignore"
 # The chart's own pods, by the labels it gives them: never hinted, even with the ignore label
 # stripped (the scheduler would wait on its own profile).
 PRODUCT_NAME = ("app.kubernetes.io/name", "schedpolicy")
@@ -64,7 +64,7 @@ def hints_for(
     )
     if match.policy is None:
         return None
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    owner = controller_ref(meta)
     return hints.decide(
         match.policy,
         pod,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schedpolicy.core.gpu import INSTANCE_TYPE
 from schedpolicy.core.matching import Policy
+from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
 from schedpolicy.view.records import SHARED, PolicyObject, policy_object
 
@@ -70,7 +70,7 @@ class AdmissionView:
         return list(self._namespaces)
 
     def upsert_node(self, name: str, labels: Mapping[str, str] | None) -> None:
-        kind = (labels or {}).get(INSTANCE_TYPE)
+        kind = (labels or {}).get(INSTANCE_TYPE_LABEL)
         if kind is None:
             if self._instance_type.pop(name, None) is not None:
                 self._instance_types = None

@@ -16,13 +16,11 @@ from typing import Any
 
 from schedpolicy.core.api import MetricSignal
 from schedpolicy.core.costs import CostInputs
-from schedpolicy.core.gpu import INSTANCE_TYPE
 from schedpolicy.core.matching import Policy
 from schedpolicy.core.samples import Rejection, Sample, from_annotation
+from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
 from schedpolicy.view.records import (
-    COST_ANNOTATION,
-    GPU_RESOURCE,
     NodeRecord,
     PodRecord,
     PolicyObject,
@@ -83,7 +81,7 @@ SampleKey = tuple[str, int, str, str]  # pod UID, port, path, metric
 
 
 @dataclass(frozen=True)
-class ZoneSpread:
+class ZoneCounts:
     counts: Mapping[str, int]
     ranks: Mapping[str, int]  # pod UID -> position in its zone, oldest first
 
@@ -106,7 +104,7 @@ class ClusterView:
         self.eligible_nodes_by_zone: dict[str, set[str]] = defaultdict(set)
         self._eligible_zones: frozenset[str] | None = None
         self._instance_types: frozenset[str] | None = None
-        self._zone_cache: dict[str, ZoneSpread] = {}
+        self._zone_cache: dict[str, ZoneCounts] = {}
         # UIDs seen per kind (deleted ones included), until the sync barrier is through.
         self.seen: dict[str, set[str]] = defaultdict(set)
         self._tracking = True
@@ -230,7 +228,9 @@ class ClusterView:
         affected = Affected()
         if old is None or (old.labels, old.allocatable_mcpu) != (new.labels, new.allocatable_mcpu):
             affected.nodes.add(new.name)
-        if old is None or old.labels.get(INSTANCE_TYPE) != new.labels.get(INSTANCE_TYPE):
+        if old is None or old.labels.get(INSTANCE_TYPE_LABEL) != new.labels.get(
+            INSTANCE_TYPE_LABEL
+        ):
             self._instance_types = None
         if old is None or (old.eligible, old.zone) != (new.eligible, new.zone):
             affected.merge(self._rezone(old, new))
@@ -290,7 +290,9 @@ class ClusterView:
         cached until a node comes, goes or changes its instance type."""
         if self._instance_types is None:
             self._instance_types = frozenset(
-                n.labels[INSTANCE_TYPE] for n in self.nodes.values() if INSTANCE_TYPE in n.labels
+                n.labels[INSTANCE_TYPE_LABEL]
+                for n in self.nodes.values()
+                if INSTANCE_TYPE_LABEL in n.labels
             )
         return self._instance_types
 
@@ -318,11 +320,11 @@ class ClusterView:
 
     # -- what the signals read
 
-    def zone_spread(self, replicaset_uid: str | None) -> ZoneSpread:
+    def zone_spread(self, replicaset_uid: str | None) -> ZoneCounts:
         """A ReplicaSet's active pods per zone (every eligible zone present), and each pod's
         position in its zone, oldest first. Cached until one of its pods or a node changes."""
         if replicaset_uid is None:
-            return ZoneSpread(dict.fromkeys(self.eligible_zones(), 0), {})
+            return ZoneCounts(dict.fromkeys(self.eligible_zones(), 0), {})
         cached = self._zone_cache.get(replicaset_uid)
         if cached is not None:
             return cached
@@ -338,7 +340,7 @@ class ClusterView:
             counts[zone] = len(pods)
             for rank, pod in enumerate(sorted(pods, key=lambda p: (p.created, p.name))):
                 ranks[pod.uid] = rank
-        spread = ZoneSpread(counts, ranks)
+        spread = ZoneCounts(counts, ranks)
         self._zone_cache[replicaset_uid] = spread
         return spread
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schedpolicy.core import costs, gpu, matching
-from schedpolicy.core.api import FIELD_MANAGER
+from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
 
 
@@ -86,7 +86,7 @@ def expected_costs(view: ClusterView, now: datetime | None = None) -> dict[str, 
 
 
 @dataclass(frozen=True)
-class NodeLabels:
+class NodeLabelResult:
     match: matching.Match
     decision: gpu.LabelDecision | None
     plan: gpu.LabelPlan
@@ -94,7 +94,7 @@ class NodeLabels:
 
 def node_labels(
     view: ClusterView, name: str, policies: list[matching.Policy] | None = None
-) -> NodeLabels:
+) -> NodeLabelResult:
     node = view.nodes[name]
     candidates = view.policies() if policies is None else policies
     match = matching.governing_node_policy(candidates, node.labels)
@@ -106,4 +106,4 @@ def node_labels(
         allow = spec.allow_overwrite
     desired = decision.labels if decision else {}
     change = gpu.plan(desired, node.labels, node.annotations, node.label_managers, allow)
-    return NodeLabels(match, decision, change)
+    return NodeLabelResult(match, decision, change)

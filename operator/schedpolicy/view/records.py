@@ -18,13 +18,11 @@ from typing import Any, TypeVar
 import msgspec
 
 from schedpolicy.core.api import SpecError, parse_spec
-from schedpolicy.core.costs import ZONE
 from schedpolicy.core.matching import Policy
 from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
+from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, ZONE_LABEL
 from schedpolicy.view import wire
 
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-GPU_RESOURCE = "nvidia.com/gpu"
 # Annotations nobody here reads, and which can be large.
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
@@ -280,7 +278,7 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def zone(self) -> str | None:
-        return self.labels.get(ZONE)
+        return self.labels.get(ZONE_LABEL)
 
     @property
     def eligible(self) -> bool:

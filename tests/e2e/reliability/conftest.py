@@ -11,7 +11,7 @@ import pytest
 
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from schedpolicy.shell.kube import COST_ANNOTATION
+from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.view import decisions
 
 Start = Callable[..., OperatorProcess]

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster import ClusterError, LocalCluster
 from localcluster.controlplane import free_port
-from schedpolicy.shell.kube import COST_ANNOTATION
+from schedpolicy.core.wellknown import COST_ANNOTATION
 from tests.e2e.kubeobjects import deployment, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start

@@ -22,7 +22,7 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.webhook import LoopbackWebhook
-from schedpolicy.shell.kube import COST_ANNOTATION
+from schedpolicy.core.wellknown import COST_ANNOTATION
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start, converged, snapshot_costs
