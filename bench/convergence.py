@@ -79,7 +79,7 @@ def build_fleet(cluster: LocalCluster, scale: Scale) -> None:
         every=5,
     )
     fleet.wait_for(
-        lambda: sum(fleet.running(p) for p in fleet.pods(cluster, NAMESPACE)) == scale.pods,
+        lambda: fleet.not_running(cluster, NAMESPACE) == 0,
         f"{scale.pods} fleet pods Running",
         within=budget,
         every=15,

@@ -93,7 +93,24 @@ def pods(
     args = ["get", "pods", "-n", namespace, "-o", "json"]
     if selector:
         args += ["-l", selector]
-    return list(json.loads(cluster.kubectl(*args))["items"])
+    # 30k pods (SCALE=large) are about 100 MB of JSON: minutes on a busy 2-core machine.
+    return list(json.loads(cluster.kubectl(*args, timeout=900))["items"])
+
+
+def not_running(cluster: LocalCluster, namespace: str) -> int:
+    """How many of the namespace's pods are not Running yet, listed by the apiserver's
+    field selector, so that only those few cross the wire while a large fleet starts."""
+    names = cluster.kubectl(
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "--field-selector=status.phase!=Running",
+        "-o",
+        "name",
+        timeout=900,
+    )
+    return len(names.split())
 
 
 def replicas(cluster: LocalCluster, namespace: str, field: str = "replicas") -> int:

@@ -175,6 +175,7 @@ class LocalCluster:
         input: str | None = None,
         objects: Iterable[Mapping[str, Any]] | None = None,
         check: bool = True,
+        timeout: float = 120,
     ) -> str:
         """Run kubectl against this cluster; `objects` are sent as its `-f -` input."""
         if objects is not None:
@@ -184,7 +185,7 @@ class LocalCluster:
             input=input,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
