@@ -273,11 +273,13 @@ class LocalCluster:
         manifests = [n.manifest() for n in nodes]
         if not manifests:
             return
-        self.kubectl("create", "-f", "-", objects=manifests)
+        # Thousands of nodes (the large benchmark) take minutes to create and to list.
+        self.kubectl("create", "-f", "-", objects=manifests, timeout=max(120, timeout))
         names = {m["metadata"]["name"] for m in manifests}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            items = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+            listed = self.kubectl("get", "nodes", "-o", "json", timeout=max(120, timeout))
+            items = json.loads(listed)["items"]
             schedulable = {n["metadata"]["name"] for n in items if _schedulable(n)}
             if names <= schedulable:
                 return
