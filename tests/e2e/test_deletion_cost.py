@@ -25,7 +25,7 @@ from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
 from schedpolicy.app import explain
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.shell.kube import Credentials, Kube, cost_patch
+from schedpolicy.shell.kube import Credentials, Kube, PreconditionFailed
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply_namespace_policy, get_json
 
@@ -567,13 +567,6 @@ async def test_patch_for_a_replaced_pod_is_refused(
         "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
     }
     old = await core.create_namespaced_pod(namespace, body)
-    # Exactly what the operator would send for the old pod (its UID, and the version it saw).
-    patch = cost_patch(
-        old.metadata.uid,
-        "-999",
-        has_annotations=False,
-        resource_version=old.metadata.resource_version,
-    )
     await core.delete_namespaced_pod("reborn", namespace, grace_period_seconds=0)
 
     async def gone() -> bool:
@@ -587,8 +580,16 @@ async def test_patch_for_a_replaced_pod_is_refused(
     new = await core.create_namespaced_pod(namespace, body)
     kube = await Kube.connect(Credentials(kubeconfig=str(cluster.operator_kubeconfig)), "e2e")
     try:
-        with pytest.raises(ApiException) as err:
-            await kube.patch_pod(namespace, "reborn", patch)
+        # Exactly what the operator sends for the old pod (its UID, and the version it saw).
+        with pytest.raises(PreconditionFailed) as err:
+            await kube.set_pod_cost(
+                namespace,
+                "reborn",
+                old.metadata.uid,
+                "-999",
+                has_annotations=False,
+                resource_version=old.metadata.resource_version,
+            )
     finally:
         await kube.close()
 

@@ -84,7 +84,7 @@ def test_node_fill_follows_pods() -> None:
     assert (affected.nodes, affected.replicasets) == (set(), set())
     view.remove_pod("u1")
     assert view.requested_mcpu("n1") == 0
-    assert view.pods_by_node["n1"] == {"u2"}
+    assert view.pods_on_node("n1") == {"u2"}
 
 
 def test_daemonset_pods_do_not_count_toward_fill() -> None:
@@ -103,7 +103,7 @@ def test_recreated_name_replaces_the_old_uid() -> None:
     _, affected = view.upsert_pod(pod("a", "new"))
     assert set(view.pods) == {"new"}
     assert view.pod("ns", "a").uid == "new"
-    assert "old" not in view.pods_by_replicaset.get("rs1", set())
+    assert "old" not in view.pods_in_replicaset("rs1")
     assert affected.pods == {"new"}
 
 
@@ -184,13 +184,13 @@ def test_unbound_pods_are_indexed_until_bound_or_gone() -> None:
     view.upsert_pod(pod("a", "u1", node=None))
     view.upsert_pod(pod("b", "u2", node=None))
     view.upsert_pod(pod("c", "u3", node="n1"))
-    assert view.unbound == {"u1", "u2"}
+    assert view.unbound_pods() == {"u1", "u2"}
     view.upsert_pod(pod("a", "u1", node="n1"))  # bound by the scheduler
     view.remove_pod("u2")
-    assert view.unbound == set()
+    assert view.unbound_pods() == set()
     view.upsert_pod(pod("d", "u4", node=None))
     view.upsert_pod(pod("d", "u5", node=None))  # same name, new UID: the old one is gone
-    assert view.unbound == {"u5"}
+    assert view.unbound_pods() == {"u5"}
 
 
 def typed(name: str, instance_type: str | None) -> dict[str, Any]:

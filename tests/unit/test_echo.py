@@ -11,9 +11,10 @@ import pytest
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.feeds import PodFeed
 from schedpolicy.shell.kube import Kube
-from schedpolicy.shell.reconciler import PodOutcome, Reconciler, Written
+from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view import wire
 from schedpolicy.view.cluster import ClusterView, pod_record
+from schedpolicy.view.decisions import PodOutcome
 from schedpolicy.view.records import only_cost_changed
 from tests.unit.test_cluster import pod
 
@@ -75,13 +76,13 @@ async def test_echo_is_not_planned_again(
     view.upsert_pod(BEFORE)
     reconciler.outcomes["u1"] = PodOutcome(frozenset({"p"}), "p", 100, None)
     if written is not None:
-        reconciler._written["u1"] = Written(written, "2")
-    reconciler._dirty.pods.clear()
+        reconciler.costs.echoes.wrote("u1", "2", written, seen_version=None)
+    reconciler.dirty.take_pods(view)
 
     feed.upsert(_wire(after))
 
-    assert ("u1" in reconciler._dirty.pods) is replanned
-    assert "u1" not in reconciler._written  # the echo, or anything newer, is seen
+    assert reconciler.dirty.pending_pod("u1") is replanned
+    assert reconciler.costs.echoes.pending("u1") is None  # the echo, or anything newer, is seen
     if not replanned:
         assert reconciler.outcomes["u1"].stored == "100"  # status counts see the new cost
 

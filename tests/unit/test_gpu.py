@@ -21,6 +21,7 @@ from schedpolicy.core.wellknown import (
     INSTANCE_TYPE_LABEL,
     OWNED_LABELS_ANNOTATION,
 )
+from schedpolicy.shell.kube import node_label_patch
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 MIG_STRATEGY = "nvidia.com/mig.strategy"
@@ -639,7 +640,7 @@ def test_plan_new_labels_are_set_and_owned() -> None:
     change = plan(WANT, {}, {}, {}, allow_overwrite=False)
     assert dict(change.set) == WANT
     assert change.owned == (MEMORY, MODEL)
-    assert change.patch("uid-1") == {
+    assert node_label_patch("uid-1", change) == {
         "metadata": {
             "uid": "uid-1",
             "labels": WANT,
@@ -670,7 +671,7 @@ def test_plan_removes_only_our_labels() -> None:
     )
     assert change.remove == (MEMORY, MODEL)
     assert change.owned == ()
-    assert change.patch("u") == {
+    assert node_label_patch("u", change) == {
         "metadata": {
             "uid": "u",
             "labels": {MEMORY: None, MODEL: None},

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import REGISTRY
 
+from schedpolicy.core.gpu import LabelPlan
 from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
-from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.events import Events
+from schedpolicy.shell.kube import Kube, ObjectRef, node_label_patch
 from schedpolicy.shell.label_sync import LabelSync
 from schedpolicy.view import decisions
 
@@ -35,11 +37,12 @@ def refusals(reason: str) -> float:
 def test_a_refusal_is_posted_and_counted_once_while_it_lasts() -> None:
     posted: list[tuple[str, str]] = []
 
-    async def warn(ref: ObjectRef, reason: str, message: str) -> None:
-        posted.append((reason, message))
+    class Posted(Events):
+        async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
+            posted.append((reason, message))
 
     view = decisions.build_view(policies=[POLICY])
-    sync = LabelSync(Kube.__new__(Kube), view, warn)
+    sync = LabelSync(Kube.__new__(Kube), view, Posted(Kube.__new__(Kube)))
     invalid = node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-INVALID", GFD_MEMORY: "0"})
     before = refusals("mig-invalid")
 
@@ -71,7 +74,8 @@ def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
     patches: list[dict[str, Any]] = []
 
     class EchoFirst:
-        async def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        async def apply_node_labels(self, name: str, uid: str, plan: LabelPlan) -> str:
+            patch = cast(dict[str, Any], node_label_patch(uid, plan))
             patches.append(patch)
             version = str(len(patches) + 1)
             meta = labelled["metadata"]
@@ -100,12 +104,9 @@ def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
             labelled.update(echo)
             view.upsert_node(echo)  # the watch event, applied before the response
             sync.node_seen(view.nodes["n1"])
-            return echo
+            return version
 
-    async def warn(ref: ObjectRef, reason: str, message: str) -> None:
-        pass
-
-    sync = LabelSync(EchoFirst(), view, warn)
+    sync = LabelSync(EchoFirst(), view, Events(Kube.__new__(Kube)))
 
     async def run() -> None:
         await sync.write("n1", view.policies())

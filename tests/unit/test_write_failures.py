@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import aiohttp
 import pytest
 
+from schedpolicy.shell.cost_writer import TRANSIENT_FAILURES_BEFORE_EVENT
 from schedpolicy.shell.kube import Kube, ObjectRef
-from schedpolicy.shell.reconciler import TRANSIENT_FAILURES_BEFORE_EVENT, Reconciler
+from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view.cluster import ClusterView
 from tests.unit.test_cluster import pod
 
@@ -18,7 +19,7 @@ class UnreachableEvents:
     def __init__(self) -> None:
         self.attempts: list[tuple[str, str]] = []
 
-    async def emit_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+    async def post_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.attempts.append((reason, message))
         raise aiohttp.ClientConnectionError("connection refused")
 
@@ -30,9 +31,9 @@ async def test_persistent_write_failures_report_once_and_never_raise(failures: i
     events = UnreachableEvents()
     reconciler = Reconciler(cast(Kube, events), view)
     for _ in range(failures):
-        await reconciler._transient_failure("u1", "ClientConnectorError")
+        await reconciler.costs.transient_failure("u1", "ClientConnectorError")
 
     reported = [r for r, _ in events.attempts]
     assert reported == (["CostWriteFailed"] if failures >= TRANSIENT_FAILURES_BEFORE_EVENT else [])
-    assert "u1" in reconciler._timers  # and a retry is scheduled
-    cast(Any, reconciler._timers["u1"]).cancel()
+    assert reconciler.queue.has_retry("u1")  # and a retry is scheduled
+    reconciler.queue.cancel("u1")

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schedpolicy.core import api, matching, ranking, wellknown
 from schedpolicy.core.gpu import label_keys, parse_owned
@@ -25,7 +24,7 @@ from schedpolicy.core.wellknown import (
     controller_ref,
 )
 from schedpolicy.core.wording import count
-from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.kube import Forbidden, Gone, Kube
 from schedpolicy.shell.scraper import read_endpoint
 from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView, PodRecord, annotation_managers
@@ -40,25 +39,17 @@ class ExplainError(RuntimeError):
 async def _get(kube: Kube, path: str, what: str) -> dict[str, Any]:
     try:
         return await kube.get(path)
-    except ApiException as err:
-        if err.status == 404:
-            raise ExplainError(f"{what} not found") from None
-        if err.status in (401, 403):
-            raise ExplainError(
-                f"not allowed to read {what}: {err.reason} (check your RBAC)"
-            ) from None
-        raise
+    except Gone:
+        raise ExplainError(f"{what} not found") from None
+    except Forbidden as err:
+        raise ExplainError(f"not allowed to read {what}: {err.reason} (check your RBAC)") from None
 
 
 async def _items(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
     try:
         return await kube.items(path, **query)
-    except ApiException as err:
-        if err.status in (401, 403):
-            raise ExplainError(
-                f"not allowed to list {what}: {err.reason} (check your RBAC)"
-            ) from None
-        raise
+    except Forbidden as err:
+        raise ExplainError(f"not allowed to list {what}: {err.reason} (check your RBAC)") from None
 
 
 def split(ref: str, kind: str) -> tuple[str, str]:
@@ -161,7 +152,7 @@ async def _read_endpoints(view: ClusterView, pod: PodRecord) -> list[str]:
     async with aiohttp.ClientSession(trust_env=False) as session:
         for src in sources:
             reading = await read_endpoint(session, pod.pod_ip, src)
-            view.scraped[(pod.uid, src.port, src.path, src.metric)] = reading
+            view.record_sample((pod.uid, src.port, src.path, src.metric), reading)
     return [f"http://{pod.pod_ip}:{src.port}{src.path}" for src in sources]
 
 

@@ -96,7 +96,7 @@ async def _sync(memo: OperatorState, informers: list[Informer[Any]]) -> None:
     delay = 1.0
     while True:
         try:
-            await wait_until_synced(memo.kube, memo.view, informers)
+            await wait_until_synced(memo.kube, memo.view, memo.seen, informers)
             break
         except asyncio.CancelledError:
             raise
@@ -130,7 +130,7 @@ async def login(memo: OperatorState, **_: Any) -> kopf.ConnectionInfo:
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL, registry=registry)
 async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> None:
     body = event["object"]
-    memo.view.note("policies", body["metadata"]["uid"])
+    memo.seen.note("policies", body["metadata"]["uid"])
     if event["type"] == "DELETED":
         memo.view.remove_policy(body["metadata"]["name"])
         memo.running_reconciler().policies_changed()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
 from schedpolicy.shell.reconciler import Reconciler
+from schedpolicy.shell.sync_barrier import Seen
 from schedpolicy.view.cluster import ClusterView
 
 
@@ -36,6 +37,7 @@ class RunConfig:
 class OperatorState:
     config: RunConfig = field(default_factory=RunConfig)
     view: ClusterView = field(default_factory=ClusterView)
+    seen: Seen = field(default_factory=Seen)  # what the sync barrier waits for
     kube: Kube | None = None
     reconciler: Reconciler | None = None
     leadership: Leadership | None = None

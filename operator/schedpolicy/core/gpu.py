@@ -414,16 +414,6 @@ class LabelPlan:
     def empty(self) -> bool:
         return not (self.set or self.remove or self.owned_changed)
 
-    def patch(self, uid: str) -> dict[str, object]:
-        """A JSON merge patch; `metadata.uid` makes it apply to this very node or fail."""
-        labels: dict[str, str | None] = {**self.set, **dict.fromkeys(self.remove)}
-        meta: dict[str, object] = {"uid": uid}
-        if labels:
-            meta["labels"] = labels
-        if self.owned_changed:
-            meta["annotations"] = {OWNED_LABELS_ANNOTATION: ",".join(self.owned) or None}
-        return {"metadata": meta}
-
 
 def plan(
     desired: Mapping[str, str],

@@ -1,14 +1,21 @@
-"""The only module that talks to the Kubernetes API.
+"""The only module that talks to the Kubernetes API, and the one writer.
 
 Credentials come from kubernetes_asyncio: an explicit kubeconfig, $KUBECONFIG,
 ~/.kube/config, or the in-cluster service account, in that order. Kopf gets the
 same credentials through `connection_info`, so the operator and our own writes
 always act as one identity.
+
+Every write is an intent (`set_pod_cost`, `apply_node_labels`, ...) that builds its own
+guarded patch and sends it with `fieldManager=schedpolicy`. A refusal comes back as one
+of the typed errors below, mapped from the HTTP status here and nowhere else, so the
+writers react to what happened rather than to status codes.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,11 +23,74 @@ from typing import Any
 import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
-from schedpolicy.core import api, timestamps
-from schedpolicy.core.wellknown import COST_ANNOTATION, FIELD_MANAGER
+from schedpolicy.core import api, gpu, timestamps
+from schedpolicy.core.wellknown import COST_ANNOTATION, FIELD_MANAGER, OWNED_LABELS_ANNOTATION
+
+
+class KubeError(Exception):
+    """The API server refused a request, or could not be reached (status 0)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status} {reason}" if status else reason)
+        self.status = status
+        self.reason = reason
+
+
+class Gone(KubeError):
+    """404: the object does not exist (any more)."""
+
+
+class PreconditionFailed(KubeError):
+    """The guard failed: the name belongs to another object now (UID), or the object moved
+    under us (value or resourceVersion). Nothing was written. A merge patch's UID
+    precondition fails with 409; a JSON Patch `test` fails with 422."""
+
+
+class Transient(KubeError):
+    """429, 5xx or no connection: nothing was written, and trying again later may work."""
+
+
+class Forbidden(KubeError):
+    """401 or 403: these credentials may not do this. RBAC can change, and an apiserver
+    refuses for a moment while its authorizer warms up."""
+
+
+class Refused(KubeError):
+    """Any other refusal (400, 405, 413, ...): it will not pass as it is."""
+
+
+def classify(
+    status: int, reason: str, preconditions: frozenset[int] = frozenset({409})
+) -> KubeError:
+    """`preconditions`: the statuses that mean "the guard failed" for this request."""
+    if status == 404:
+        return Gone(status, reason)
+    if status in preconditions:
+        return PreconditionFailed(status, reason)
+    if status == 429 or status >= 500:
+        return Transient(status, reason)
+    if status in (401, 403):
+        return Forbidden(status, reason)
+    return Refused(status, reason)
+
+
+# A JSON Patch's `test` operations fail with 422; so does an invalid patch of any kind,
+# but ours are built here and hold nothing a user wrote.
+_JSON_PATCH_PRECONDITIONS = frozenset({409, 422})
+
+
+@contextmanager
+def _typed_errors(preconditions: frozenset[int] = frozenset({409})) -> Iterator[None]:
+    try:
+        yield
+    except ApiException as err:
+        raise classify(int(err.status or 0), str(err.reason), preconditions) from err
+    except (aiohttp.ClientError, OSError, TimeoutError) as err:
+        raise Transient(0, type(err).__name__) from err
 
 
 @dataclass(frozen=True)
@@ -125,6 +195,44 @@ def cost_removal_patch(uid: str, expected: str) -> list[dict[str, Any]]:
     ]
 
 
+def node_label_patch(uid: str, plan: gpu.LabelPlan) -> dict[str, object]:
+    """A JSON merge patch; `metadata.uid` makes it apply to this very node or fail (409)."""
+    labels: dict[str, str | None] = {**plan.set, **dict.fromkeys(plan.remove)}
+    meta: dict[str, object] = {"uid": uid}
+    if labels:
+        meta["labels"] = labels
+    if plan.owned_changed:
+        meta["annotations"] = {OWNED_LABELS_ANNOTATION: ",".join(plan.owned) or None}
+    return {"metadata": meta}
+
+
+def _version(stored: dict[str, Any]) -> str:
+    return str((stored.get("metadata") or {}).get("resourceVersion", ""))
+
+
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+class _FieldManaged:
+    """kubernetes_asyncio's Lease client, with our field manager on its two writes."""
+
+    def __init__(self, inner: client.CoordinationV1Api) -> None:
+        self._inner = inner
+
+    async def read_namespaced_lease(self, name: str, namespace: str) -> client.V1Lease:
+        return await self._inner.read_namespaced_lease(name, namespace)
+
+    async def create_namespaced_lease(self, namespace: str, body: Any, **kw: Any) -> Any:
+        return await self._inner.create_namespaced_lease(
+            namespace, body, field_manager=FIELD_MANAGER, **kw
+        )
+
+    async def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> Any:
+        return await self._inner.replace_namespaced_lease(
+            name=name, namespace=namespace, body=body, field_manager=FIELD_MANAGER
+        )
+
+
 class Kube:
     """Every write the operator makes goes through here.
 
@@ -156,35 +264,45 @@ class Kube:
         await self.api.close()
 
     def lease_lock(self, name: str, namespace: str, identity: str) -> LeaseLock:
-        """The leader-election Lease (read and replaced with optimistic concurrency)."""
-        return LeaseLock(name, namespace, identity, self.api)
+        """The leader-election Lease (read and replaced with optimistic concurrency), written
+        with our field manager like every other write."""
+        lock = LeaseLock(name, namespace, identity, self.api)
+        lock.api_instance = _FieldManaged(lock.api_instance)  # type: ignore[assignment]
+        return lock
 
     async def _send(
-        self, method: str, path: str, body: Any, content_type: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str = "application/json",
+        preconditions: frozenset[int] = frozenset({409}),
     ) -> dict[str, Any]:
-        result = await self.api.call_api(
-            path,
-            method,
-            query_params=[("fieldManager", FIELD_MANAGER)],
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            response_types_map={200: "object", 201: "object"},
-            _return_http_data_only=True,
-        )
+        with _typed_errors(preconditions):
+            result = await self.api.call_api(
+                path,
+                method,
+                query_params=[("fieldManager", FIELD_MANAGER)],
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                response_types_map={200: "object", 201: "object"},
+                _return_http_data_only=True,
+            )
         return dict(result or {})
 
     async def get(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
         """A read, as plain JSON (for explain and simulate, and the sync barrier)."""
-        result = await self.api.call_api(
-            path,
-            "GET",
-            query_params=query or [],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            response_types_map={200: "object"},
-            _return_http_data_only=True,
-        )
+        with _typed_errors():
+            result = await self.api.call_api(
+                path,
+                "GET",
+                query_params=query or [],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                response_types_map={200: "object"},
+                _return_http_data_only=True,
+            )
         return dict(result or {})
 
     async def items(self, path: str, **query: str) -> list[dict[str, Any]]:
@@ -197,17 +315,16 @@ class Kube:
         token = ""
         while True:
             query = [("limit", str(page))] + ([("continue", token)] if token else [])
-            result = await self.api.call_api(
-                path,
-                "GET",
-                query_params=query,
-                header_params={
-                    "Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-                },
-                auth_settings=["BearerToken"],
-                response_types_map={200: "object"},
-                _return_http_data_only=True,
-            )
+            with _typed_errors():
+                result = await self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": _METADATA_LIST},
+                    auth_settings=["BearerToken"],
+                    response_types_map={200: "object"},
+                    _return_http_data_only=True,
+                )
             uids.update(str(item["metadata"]["uid"]) for item in result.get("items") or [])
             token = (result.get("metadata") or {}).get("continue") or ""
             if not token:
@@ -229,22 +346,47 @@ class Kube:
         )
         return response  # type: ignore[no-any-return]
 
-    async def patch_pod(
-        self, namespace: str, name: str, patch: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    async def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> str:
+        """Send a JSON Patch to a pod; the resourceVersion it produced. The intents below
+        build the patches; the benchmarks' baselines send the same ones through here."""
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        return await self._send("PATCH", path, patch, "application/json-patch+json")
-
-    async def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return await self._send(
-            "PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json"
+        return _version(
+            await self._send(
+                "PATCH", path, patch, "application/json-patch+json", _JSON_PATCH_PRECONDITIONS
+            )
         )
+
+    async def set_pod_cost(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        value: str,
+        *,
+        has_annotations: bool,
+        resource_version: str | None = None,
+    ) -> str:
+        """Our cost on this very pod (see `cost_patch`); the resourceVersion it produced."""
+        patch = cost_patch(
+            uid, value, has_annotations=has_annotations, resource_version=resource_version
+        )
+        return await self.patch_pod(namespace, name, patch)
+
+    async def remove_pod_cost(self, namespace: str, name: str, uid: str, expected: str) -> str:
+        """Remove our cost, only while the pod still carries the value we wrote."""
+        return await self.patch_pod(namespace, name, cost_removal_patch(uid, expected))
+
+    async def apply_node_labels(self, name: str, uid: str, plan: gpu.LabelPlan) -> str:
+        """Set and remove labels on this very node (see `node_label_patch`)."""
+        path = f"/api/v1/nodes/{name}"
+        patch = node_label_patch(uid, plan)
+        return _version(await self._send("PATCH", path, patch, "application/merge-patch+json"))
 
     async def patch_policy_status(self, name: str, status: dict[str, Any]) -> None:
         path = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}/{name}/status"
         await self._send("PATCH", path, {"status": status}, "application/merge-patch+json")
 
-    async def emit_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+    async def post_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         now = timestamps.render(datetime.now(UTC))
         namespace = ref.namespace or EVENT_NAMESPACE
         involved = {

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schedpolicy.core import gpu, matching
 from schedpolicy.shell import metrics
-from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.echoes import Echoes
+from schedpolicy.shell.events import Events
+from schedpolicy.shell.kube import Gone, Kube, KubeError, ObjectRef, PreconditionFailed, Transient
 from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView, NodeRecord
 
 log = logging.getLogger("schedpolicy.labels")
-
-Warn = Callable[[ObjectRef, str, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -33,30 +30,24 @@ class NodeOutcome:
     plan: gpu.LabelPlan
 
 
-def _rv(value: str) -> int:
-    return int(value) if value.isdigit() else -1
-
-
 class LabelSync:
-    def __init__(self, kube: Kube, view: ClusterView, warn: Warn) -> None:
+    def __init__(self, kube: Kube, view: ClusterView, events: Events) -> None:
         self.kube = kube
         self.view = view
-        self.warn = warn
+        self.events = events
         self.outcomes: dict[str, NodeOutcome] = {}
-        self._written: dict[str, str] = {}  # node -> resourceVersion our last write produced
+        self.echoes: Echoes[str] = Echoes()  # by node name
         self._reported: dict[str, set[str]] = defaultdict(set)  # messages already posted as Events
 
     def forget_writes(self) -> None:
-        self._written.clear()
+        self.echoes.clear()
 
     def node_seen(self, node: NodeRecord) -> None:
-        written = self._written.get(node.name)
-        if written is not None and _rv(node.resource_version) >= _rv(written):
-            del self._written[node.name]
+        self.echoes.seen(node.name, node.resource_version)
 
     def node_gone(self, name: str) -> None:
         self.outcomes.pop(name, None)
-        self._written.pop(name, None)
+        self.echoes.forget(name)
         self._reported.pop(name, None)
 
     def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
@@ -72,7 +63,7 @@ class LabelSync:
             return False
         outcome = self.plan_node(node, policies)
         self.outcomes[name] = outcome
-        return not outcome.plan.empty and name not in self._written
+        return not outcome.plan.empty and self.echoes.pending(name) is None
 
     async def report(self, name: str) -> None:
         """Post each conflict, source disagreement or refusal on the node once while it
@@ -103,38 +94,35 @@ class LabelSync:
             if message not in posted:
                 if refusal is not None:
                     metrics.GPU_LABEL_REFUSALS.labels(reason=refusal).inc()
-                await self.warn(ObjectRef("v1", "Node", node.name, node.uid), reason, message)
+                await self.events.warn(
+                    ObjectRef("v1", "Node", node.name, node.uid), reason, message
+                )
 
     async def write(self, name: str, policies: list[matching.Policy]) -> None:
         if not self.refresh(name, policies):
             return
         node, plan = self.view.nodes[name], self.outcomes[name].plan
         try:
-            stored = await self.kube.patch_node(name, plan.patch(node.uid))
-        except ApiException as err:
-            if err.status in (404, 409):
-                # Gone, or replaced by a node of the same name (the UID precondition failed).
-                metrics.NODE_LABEL_WRITES.labels(
-                    result="conflict" if err.status == 409 else "not-found"
-                ).inc()
-                return
+            version = await self.kube.apply_node_labels(name, node.uid, plan)
+        except (Gone, PreconditionFailed) as err:
+            # Gone, or replaced by a node of the same name (the UID precondition failed).
+            result = "not-found" if isinstance(err, Gone) else "conflict"
+            metrics.NODE_LABEL_WRITES.labels(result=result).inc()
+            return
+        except KubeError as err:
             metrics.NODE_LABEL_WRITES.labels(result="error").inc()
-            if err.status == 429 or err.status >= 500:
+            if isinstance(err, Transient):
                 raise  # throttled or unavailable: the writer tries this node again shortly
-            await self.warn(
+            await self.events.warn(
                 ObjectRef("v1", "Node", node.name, node.uid),
                 "LabelWriteFailed",
-                f"writing GPU labels failed: {err.status} {err.reason}",
+                f"writing GPU labels failed: {err}",
             )
             return
         metrics.NODE_LABEL_WRITES.labels(result="ok").inc()
         log.info("node %s: set %s, removed %s", name, dict(plan.set), list(plan.remove))
-        version = str(stored.get("metadata", {}).get("resourceVersion", ""))
-        # The watch can deliver the echo before the patch's response arrives; waiting for an
-        # echo already seen would hold every later write to this node.
         seen = self.view.nodes.get(name)
-        if seen is None or _rv(seen.resource_version) < _rv(version):
-            self._written[name] = version
+        self.echoes.wrote(name, version, None, seen.resource_version if seen else None)
 
     def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
         """Per policy: nodes carrying exactly its labels, and label conflicts."""

@@ -65,8 +65,7 @@ class Scraper:
         key = (pod.uid, src.port, src.path, src.metric)
         if self.view.pods.get(pod.uid) is None:
             return
-        if self.view.scraped.get(key) != result:
-            self.view.scraped[key] = result
+        if self.view.record_sample(key, result):
             self.reconciler.changed(Affected(pods={pod.uid}))
 
 

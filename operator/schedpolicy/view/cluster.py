@@ -10,16 +10,15 @@ change can be traced to the pods whose cost it affects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core.api import MetricSignal
-from schedpolicy.core.costs import CostInputs
 from schedpolicy.core.matching import Policy
-from schedpolicy.core.samples import Rejection, Sample, from_annotation
+from schedpolicy.core.samples import Rejection, Sample
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
+from schedpolicy.view.pod_index import PodIndex
 from schedpolicy.view.records import (
     NodeRecord,
     PodRecord,
@@ -91,31 +90,16 @@ class ClusterView:
         self._policies: dict[str, PolicyObject] = {}
         self.pods: dict[str, PodRecord] = {}
         self._uid_by_key: dict[tuple[str, str], str] = {}
-        self.pods_by_node: dict[str, set[str]] = defaultdict(set)
-        self.pods_by_replicaset: dict[str, set[str]] = defaultdict(set)
-        # Pods with no node yet: few in a healthy cluster, so scanning them is cheap.
-        self.unbound: set[str] = set()
-        self._requested_mcpu: dict[str, int] = defaultdict(int)
+        self._index = PodIndex()
         self.nodes: dict[str, NodeRecord] = {}
         self.replicasets: dict[str, ReplicaSetRecord] = {}
         self.namespaces: dict[str, Mapping[str, str]] = {}
-        self.scraped: dict[SampleKey, Sample | Rejection] = {}
+        self._scraped: dict[SampleKey, Sample | Rejection] = {}
         # Ready, schedulable nodes per zone: the zones ZoneBalance may balance over.
         self.eligible_nodes_by_zone: dict[str, set[str]] = defaultdict(set)
         self._eligible_zones: frozenset[str] | None = None
         self._instance_types: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneCounts] = {}
-        # UIDs seen per kind (deleted ones included), until the sync barrier is through.
-        self.seen: dict[str, set[str]] = defaultdict(set)
-        self._tracking = True
-
-    def note(self, kind: str, uid: str) -> None:
-        if self._tracking:
-            self.seen[kind].add(uid)
-
-    def stop_tracking(self) -> None:
-        self._tracking = False
-        self.seen.clear()
 
     # -- policies
 
@@ -141,35 +125,16 @@ class ClusterView:
     def policies(self) -> list[Policy]:
         return [o.policy for o in self.policy_objects() if o.policy is not None]
 
+    def policy(self, name: str | None) -> Policy | None:
+        """The valid policy of this name, if there is one."""
+        obj = self._policies.get(name) if name is not None else None
+        return obj.policy if obj is not None else None
+
     # -- pods
 
     def pod(self, namespace: str, name: str) -> PodRecord | None:
         uid = self._uid_by_key.get((namespace, name))
         return self.pods.get(uid) if uid else None
-
-    def _index(self, pod: PodRecord, sign: int) -> None:
-        node, rs = pod.node_name, pod.replicaset_uid
-        if node is None:
-            if sign > 0:
-                self.unbound.add(pod.uid)
-            else:
-                self.unbound.discard(pod.uid)
-        else:
-            if sign > 0:
-                self.pods_by_node[node].add(pod.uid)
-            else:
-                self.pods_by_node[node].discard(pod.uid)
-                if not self.pods_by_node[node]:
-                    del self.pods_by_node[node]
-            if pod.counts_toward_fill:
-                self._requested_mcpu[node] += sign * pod.cpu_mcpu
-        if rs is not None:
-            if sign > 0:
-                self.pods_by_replicaset[rs].add(pod.uid)
-            else:
-                self.pods_by_replicaset[rs].discard(pod.uid)
-                if not self.pods_by_replicaset[rs]:
-                    del self.pods_by_replicaset[rs]
 
     def upsert_pod(self, body: Mapping[str, Any] | wire.Pod) -> tuple[PodRecord, Affected]:
         new = pod_record(body)
@@ -180,10 +145,10 @@ class ClusterView:
             # Same name, new UID: the old pod is gone even if its DELETED event was missed.
             affected.merge(self.remove_pod(stale_uid))
         if old is not None:
-            self._index(old, -1)
+            self._index.remove(old)
         self.pods[new.uid] = new
         self._uid_by_key[new.key] = new.uid
-        self._index(new, +1)
+        self._index.add(new)
         affected.merge(self._ripple(old, new))
         return new, affected
 
@@ -191,11 +156,11 @@ class ClusterView:
         old = self.pods.pop(uid, None)
         if old is None:
             return Affected()
-        self._index(old, -1)
+        self._index.remove(old)
         if self._uid_by_key.get(old.key) == uid:
             del self._uid_by_key[old.key]
-        for key in [k for k in self.scraped if k[0] == uid]:
-            del self.scraped[key]
+        for key in [k for k in self._scraped if k[0] == uid]:
+            del self._scraped[key]
         return self._ripple(old, None)
 
     def _ripple(self, old: PodRecord | None, new: PodRecord | None) -> Affected:
@@ -270,7 +235,7 @@ class ClusterView:
         elif (old.zone if old else None) != (new.zone if new else None):
             record = new or old
             assert record is not None
-            for uid in self.pods_by_node.get(record.name, ()):
+            for uid in self._index.on_node(record.name):
                 rs = self.pods[uid].replicaset_uid
                 if rs is not None:
                     affected.replicasets.add(rs)
@@ -297,7 +262,17 @@ class ClusterView:
         return self._instance_types
 
     def requested_mcpu(self, node: str) -> int:
-        return self._requested_mcpu.get(node, 0)
+        return self._index.requested_mcpu(node)
+
+    def pods_on_node(self, node: str) -> Set[str]:
+        return self._index.on_node(node)
+
+    def pods_in_replicaset(self, uid: str) -> Set[str]:
+        return self._index.in_replicaset(uid)
+
+    def unbound_pods(self) -> Set[str]:
+        """UIDs of the pods no node is bound to yet."""
+        return self._index.unbound()
 
     # -- replicasets and namespaces
 
@@ -329,7 +304,7 @@ class ClusterView:
         if cached is not None:
             return cached
         members: dict[str, list[PodRecord]] = defaultdict(list)
-        for uid in self.pods_by_replicaset.get(replicaset_uid, ()):
+        for uid in self._index.in_replicaset(replicaset_uid):
             pod = self.pods[uid]
             node = self.nodes.get(pod.node_name) if pod.node_name else None
             if pod.active and node is not None and node.zone is not None:
@@ -347,34 +322,12 @@ class ClusterView:
     def zone_counts(self, replicaset_uid: str | None) -> dict[str, int]:
         return dict(self.zone_spread(replicaset_uid).counts)
 
-    def sample_for(self, pod: PodRecord, metric: MetricSignal) -> Sample | Rejection | None:
-        if metric.annotation is not None:
-            return from_annotation(pod.annotations.get(metric.annotation.key))
-        assert metric.prometheus is not None
-        src = metric.prometheus
-        return self.scraped.get((pod.uid, src.port, src.path, src.metric))
+    def sample(self, key: SampleKey) -> Sample | Rejection | None:
+        return self._scraped.get(key)
 
-    def cost_inputs(self, pod: PodRecord, policy: Policy) -> CostInputs:
-        node = self.nodes.get(pod.node_name) if pod.node_name else None
-        spec = policy.spec.deletion_cost
-        samples: dict[int, Sample | Rejection] = {}
-        needs_zones = False
-        for index, signal in enumerate(spec.signals if spec else ()):
-            if signal.metric is not None:
-                found = self.sample_for(pod, signal.metric)
-                if found is not None:
-                    samples[index] = found
-            needs_zones = needs_zones or signal.type == "ZoneBalance"
-        spread = self.zone_spread(pod.replicaset_uid) if needs_zones else None
-        return CostInputs(
-            node_name=pod.node_name if node is not None else None,
-            node_labels=node.labels if node is not None else {},
-            node_allocatable_mcpu=node.allocatable_mcpu if node is not None else 0,
-            node_requested_mcpu=self.requested_mcpu(node.name) if node is not None else 0,
-            zone_counts=spread.counts if spread else {},
-            eligible_zones=self.eligible_zones() if needs_zones else frozenset(),
-            zone_rank=spread.ranks.get(pod.uid) if spread else None,
-            conditions=pod.conditions,
-            samples=samples,
-            pod_uid=pod.uid,
-        )
+    def record_sample(self, key: SampleKey, reading: Sample | Rejection) -> bool:
+        """Keep the scraper's latest reading; True when it differs from the one before."""
+        if self._scraped.get(key) == reading:
+            return False
+        self._scraped[key] = reading
+        return True

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schedpolicy.core import costs, gpu, matching
+from schedpolicy.core.api import MetricSignal
+from schedpolicy.core.samples import Rejection, Sample, from_annotation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
 
@@ -24,7 +26,6 @@ def build_view(
     replicasets: Iterable[Mapping[str, Any]] = (),
 ) -> ClusterView:
     view = ClusterView()
-    view.stop_tracking()
     for body in policies:
         view.upsert_policy(body)
     for body in nodes:
@@ -37,6 +38,44 @@ def build_view(
     for body in pods:
         view.upsert_pod(body)
     return view
+
+
+def sample_for(
+    view: ClusterView, pod: PodRecord, metric: MetricSignal
+) -> Sample | Rejection | None:
+    """The pod's latest reading of a Metric signal: from its annotation, or scraped."""
+    if metric.annotation is not None:
+        return from_annotation(pod.annotations.get(metric.annotation.key))
+    assert metric.prometheus is not None
+    src = metric.prometheus
+    return view.sample((pod.uid, src.port, src.path, src.metric))
+
+
+def cost_inputs(view: ClusterView, pod: PodRecord, policy: matching.Policy) -> costs.CostInputs:
+    """What the policy's signals read about this pod, gathered from the view."""
+    node = view.nodes.get(pod.node_name) if pod.node_name else None
+    spec = policy.spec.deletion_cost
+    samples: dict[int, Sample | Rejection] = {}
+    needs_zones = False
+    for index, signal in enumerate(spec.signals if spec else ()):
+        if signal.metric is not None:
+            found = sample_for(view, pod, signal.metric)
+            if found is not None:
+                samples[index] = found
+        needs_zones = needs_zones or signal.type == "ZoneBalance"
+    spread = view.zone_spread(pod.replicaset_uid) if needs_zones else None
+    return costs.CostInputs(
+        node_name=pod.node_name if node is not None else None,
+        node_labels=node.labels if node is not None else {},
+        node_allocatable_mcpu=node.allocatable_mcpu if node is not None else 0,
+        node_requested_mcpu=view.requested_mcpu(node.name) if node is not None else 0,
+        zone_counts=spread.counts if spread else {},
+        eligible_zones=view.eligible_zones() if needs_zones else frozenset(),
+        zone_rank=spread.ranks.get(pod.uid) if spread else None,
+        conditions=pod.conditions,
+        samples=samples,
+        pod_uid=pod.uid,
+    )
 
 
 @dataclass(frozen=True)
@@ -62,7 +101,7 @@ def pod_cost(
     spec = policy.spec.deletion_cost if policy is not None else None
     decision = None
     if policy is not None and spec is not None and pod.replicaset_uid is not None:
-        decision = costs.decide(spec, view.cost_inputs(pod, policy), now)
+        decision = costs.decide(spec, cost_inputs(view, pod, policy), now)
     state = costs.PodCostState(
         replicaset_owned=pod.replicaset_uid is not None,
         active=pod.active,
@@ -73,6 +112,35 @@ def pod_cost(
     return PodCost(
         pod, match, decision, costs.plan(state, policy.name if policy else None, spec, decision)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PodOutcome:
+    """The last plan for a pod, reduced to what status counts need (explain recomputes
+    the full decision on demand; keeping it for every pod would cost memory)."""
+
+    governed_by: frozenset[str]  # policies governing the pod for any pod capability
+    cost_policy: str | None
+    final: int | None  # the cost decided, if any
+    stored: str | None  # the cost on the pod when the plan was made
+
+
+def pod_outcome(
+    view: ClusterView,
+    result: PodCost,
+    policies: list[matching.Policy],
+    interned: dict[frozenset[str], frozenset[str]],
+) -> PodOutcome:
+    """`interned` keeps one copy of each set of governing policies: thousands of pods
+    share a handful of them."""
+    pod = result.pod
+    ns_labels = view.namespaces.get(pod.namespace, {})
+    placement = matching.governing_policy(policies, "placement", pod.labels, ns_labels)
+    governed = frozenset(m.policy.name for m in (result.match, placement) if m.policy)
+    governed = interned.setdefault(governed, governed)
+    policy = result.match.policy
+    final = result.decision.final if result.decision is not None else None
+    return PodOutcome(governed, policy.name if policy else None, final, pod.cost)
 
 
 def expected_costs(view: ClusterView, now: datetime | None = None) -> dict[str, int | None]:
