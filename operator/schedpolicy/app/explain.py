@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 
-from schedpolicy.core import api, matching, ranking, wellknown
+from schedpolicy.core import api, matching, ranking, wellknown, write_gate
 from schedpolicy.core.gpu import label_keys, parse_owned
 from schedpolicy.core.timestamps import render, seconds_since, to_nanos
 from schedpolicy.core.wellknown import (
@@ -159,23 +159,26 @@ async def _read_endpoints(view: ClusterView, pod: PodRecord) -> list[str]:
 def _write_state(
     plan: Any, stored: Mapping[str, Any], policy: matching.Policy | None, now: datetime
 ) -> dict[str, Any]:
-    if plan.action == "none":
-        return {"pending": False, "reason": plan.reason}
-    interval = (
-        policy.spec.deletion_cost.min_update_interval_seconds
-        if policy and policy.spec.deletion_cost
-        else 0
-    )
+    """The controller's write gate, asked with the time managedFields say we last wrote."""
     since = seconds_since(stored.get("writtenAt"), now)
-    limited = since is not None and since < interval
+    gate = write_gate.cost_gate(
+        plan,
+        awaiting_echo=False,
+        in_flight=False,
+        last_write=now.timestamp() - since if since is not None else None,
+        interval=write_gate.min_interval(policy),
+        now=now.timestamp(),
+    )
+    if gate.verdict == "idle":
+        return {"pending": False, "reason": plan.reason}
     state: dict[str, Any] = {
         "pending": True,
         "action": plan.action,
         "value": plan.value,
-        "rateLimited": limited,
+        "rateLimited": gate.verdict == "wait",
     }
-    if limited and since is not None:
-        state["notBefore"] = render(now + timedelta(seconds=interval - since))
+    if gate.not_before is not None:
+        state["notBefore"] = render(datetime.fromtimestamp(gate.not_before, UTC))
     return state
 
 
