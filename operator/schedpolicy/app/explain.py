@@ -68,10 +68,10 @@ def _our_write_time(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict[str, Any]:
-    now = now or datetime.now(UTC)
-    namespace, name = split(ref, "pod")
-    pod = await _get(kube, f"/api/v1/namespaces/{namespace}/pods/{name}", f"pod {ref}")
+async def _pod_view(kube: Kube, pod: Mapping[str, Any]) -> ClusterView:
+    """What the decision about `pod` reads: the policies, the nodes, its namespace, the
+    pods on its node (fill) and in its namespace (its ReplicaSet's zone spread)."""
+    namespace = pod["metadata"]["namespace"]
     node_name = (pod.get("spec") or {}).get("nodeName")
     policies = await _items(kube, POLICIES, "SchedulingPolicies")
     nodes = await _items(kube, "/api/v1/nodes", "nodes")
@@ -83,7 +83,15 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
     )
     siblings = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
     seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
-    view = decisions.build_view(policies=policies, nodes=nodes, namespaces=[ns], pods=seen.values())
+    return decisions.build_view(policies=policies, nodes=nodes, namespaces=[ns], pods=seen.values())
+
+
+async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict[str, Any]:
+    now = now or datetime.now(UTC)
+    namespace, name = split(ref, "pod")
+    pod = await _get(kube, f"/api/v1/namespaces/{namespace}/pods/{name}", f"pod {ref}")
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    view = await _pod_view(kube, pod)
     record = view.pods[pod["metadata"]["uid"]]
     read = await _read_endpoints(view, record)
     result = decisions.pod_cost(view, record, now)

@@ -110,6 +110,19 @@ def _pref(weight: int, *exprs: dict[str, Any]) -> dict[str, Any]:
     return {"weight": weight, "preference": {"matchExpressions": list(exprs)}}
 
 
+@dataclass
+class _Draft:
+    """A decision being made: the changes so far, what they inject, and why."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    injected: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+
+    def add(self, what: str, reason: str) -> None:
+        self.injected.append(what)
+        self.why.append(reason)
+
+
 def decide(
     policy: Policy,
     pod: Mapping[str, Any],
@@ -132,10 +145,6 @@ def decide(
         else DEFAULT_LABEL_PREFIX
     )
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    changes: dict[str, Any] = {}
-    injected: list[str] = []
-    why: list[str] = []
-
     if owner_kind == "DaemonSet":
         # One per node by design: its controller pins each pod to its node, and a spread
         # or another scheduler could only leave a daemon Pending.
@@ -146,67 +155,88 @@ def decide(
         return HintDecision(
             {}, (), (f"schedulerName {current} was chosen explicitly; the pod is left as it is",)
         )
+    draft = _Draft()
     if current != placement.scheduler_name:
-        changes["spec.schedulerName"] = placement.scheduler_name
-        injected.append("schedulerName")
-        why.append(f"schedulerName: {placement.scheduler_name} (was {current or 'unset'})")
-
+        draft.changes["spec.schedulerName"] = placement.scheduler_name
+        draft.add(
+            "schedulerName", f"schedulerName: {placement.scheduler_name} (was {current or 'unset'})"
+        )
     affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
     gpus = gpu_request(spec)
     model_key, memory_key = f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
+    _gpu_affinity(draft, placement, affinity, gpus, model_key, memory_key)
+    prefs = _preferences(draft, placement, sorted(set(instance_types)), gpus, model_key)
+    added = _add_preferences(affinity, prefs)
+    if added:
+        draft.add("preferredAffinity", f"preferred affinity: {len(added)} term(s)")
+    if affinity != (spec.get("affinity") or {}):
+        draft.changes["spec.affinity"] = affinity
+    _zone_spread(draft, placement, meta, spec, owner_kind)
 
-    if placement.gpu is not None and gpus > 0:
-        terms = _required_terms(affinity)
-        taken = _constrained_keys(terms) & {model_key, memory_key}
-        wanted = [
-            {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
-            {
-                "key": memory_key,
-                "operator": "Gt",
-                "values": [str(placement.gpu.min_memory_mib - 1)],
-            },
-        ]
-        if taken:
-            why.append(
-                "GPU affinity: skipped, the pod's own required terms constrain "
-                + ", ".join(sorted(taken))
-            )
-        else:
-            # Requirements are ANDed into every existing term: adding a term would OR them in.
-            new_terms = [
-                {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *wanted]}
-                for t in terms
-            ]
-            if not new_terms:
-                new_terms = [{"matchExpressions": wanted}]
-            node_affinity = affinity.setdefault("nodeAffinity", {})
-            node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-                "nodeSelectorTerms": new_terms
-            }
-            injected.append("gpuAffinity")
-            why.append(
-                f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
-                f" {placement.gpu.min_memory_mib - 1}, in each of {len(new_terms)} term(s)"
-            )
-    elif placement.gpu is not None:
-        why.append("GPU affinity: not needed, the pod requests no nvidia.com/gpu")
+    record = {"policy": policy.name, "generation": policy.generation, "injected": draft.injected}
+    previous = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
+    if draft.injected and previous != json.dumps(record, sort_keys=True):
+        draft.changes["metadata.annotations." + HINTS_ANNOTATION] = json.dumps(
+            record, sort_keys=True
+        )
+    return HintDecision(draft.changes, tuple(draft.injected), tuple(draft.why), record)
 
+
+def _gpu_affinity(
+    draft: _Draft,
+    placement: Placement,
+    affinity: dict[str, Any],
+    gpus: int,
+    model_key: str,
+    memory_key: str,
+) -> None:
+    if placement.gpu is None:
+        return
+    if gpus <= 0:
+        draft.why.append("GPU affinity: not needed, the pod requests no nvidia.com/gpu")
+        return
+    terms = _required_terms(affinity)
+    taken = _constrained_keys(terms) & {model_key, memory_key}
+    if taken:
+        draft.why.append(
+            "GPU affinity: skipped, the pod's own required terms constrain "
+            + ", ".join(sorted(taken))
+        )
+        return
+    wanted = [
+        {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
+        {"key": memory_key, "operator": "Gt", "values": [str(placement.gpu.min_memory_mib - 1)]},
+    ]
+    # Requirements are ANDed into every existing term: adding a term would OR them in.
+    new_terms = [
+        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *wanted]} for t in terms
+    ] or [{"matchExpressions": wanted}]
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": new_terms
+    }
+    draft.add(
+        "gpuAffinity",
+        f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
+        f" {placement.gpu.min_memory_mib - 1}, in each of {len(new_terms)} term(s)",
+    )
+
+
+def _preferences(
+    draft: _Draft, placement: Placement, known: list[str], gpus: int, model_key: str
+) -> list[dict[str, Any]]:
     prefs: list[dict[str, Any]] = []
     if placement.capacity_type is not None:
         weight = placement.capacity_type.weight
         for key, value in CAPACITY_LABELS[placement.capacity_type.prefer]:
             prefs.append(_pref(weight, {"key": key, "operator": "In", "values": [value]}))
-    known = sorted(set(instance_types))
     for pref in placement.instance_types or []:
         matching = [t for t in known if t.startswith(pref.prefix + ".") or t == pref.prefix]
         if matching:
-            prefs.append(
-                _pref(
-                    pref.weight, {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": matching}
-                )
-            )
+            expr = {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": matching}
+            prefs.append(_pref(pref.weight, expr))
         else:
-            why.append(
+            draft.why.append(
                 f"instance type {pref.prefix}*: no node of that type exists yet;"
                 " no preference added"
             )
@@ -218,39 +248,39 @@ def decide(
                 {"key": GFD_PRODUCT, "operator": "DoesNotExist"},
             )
         )
-    added = _add_preferences(affinity, prefs)
-    if added:
-        injected.append("preferredAffinity")
-        why.append(f"preferred affinity: {len(added)} term(s)")
-    if affinity != (spec.get("affinity") or {}):
-        changes["spec.affinity"] = affinity
+    return prefs
 
-    if placement.zone_spread is not None:
-        constraints = list(spec.get("topologySpreadConstraints") or [])
-        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in PER_POD_LABELS}
-        if any(c.get("topologyKey") == ZONE_LABEL for c in constraints):
-            why.append(
-                "zone spread: the pod already has a constraint on topology.kubernetes.io/zone"
-            )
-        elif owner_kind is None or not labels:
-            why.append("zone spread: skipped, the pod has no owner whose pods it could spread with")
-        else:
-            constraints.append(
-                {
-                    "maxSkew": placement.zone_spread.max_skew,
-                    "topologyKey": ZONE_LABEL,
-                    "whenUnsatisfiable": placement.zone_spread.when_unsatisfiable,
-                    "labelSelector": {"matchLabels": labels},
-                }
-            )
-            changes["spec.topologySpreadConstraints"] = constraints
-            injected.append("zoneSpread")
-            why.append(
-                f"zone spread: maxSkew {placement.zone_spread.max_skew} over {sorted(labels)}"
-            )
 
-    record = {"policy": policy.name, "generation": policy.generation, "injected": injected}
-    previous = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
-    if injected and previous != json.dumps(record, sort_keys=True):
-        changes["metadata.annotations." + HINTS_ANNOTATION] = json.dumps(record, sort_keys=True)
-    return HintDecision(changes, tuple(injected), tuple(why), record)
+def _zone_spread(
+    draft: _Draft,
+    placement: Placement,
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    owner_kind: str | None,
+) -> None:
+    if placement.zone_spread is None:
+        return
+    constraints = list(spec.get("topologySpreadConstraints") or [])
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in PER_POD_LABELS}
+    if any(c.get("topologyKey") == ZONE_LABEL for c in constraints):
+        draft.why.append(
+            "zone spread: the pod already has a constraint on topology.kubernetes.io/zone"
+        )
+        return
+    if owner_kind is None or not labels:
+        draft.why.append(
+            "zone spread: skipped, the pod has no owner whose pods it could spread with"
+        )
+        return
+    constraints.append(
+        {
+            "maxSkew": placement.zone_spread.max_skew,
+            "topologyKey": ZONE_LABEL,
+            "whenUnsatisfiable": placement.zone_spread.when_unsatisfiable,
+            "labelSelector": {"matchLabels": labels},
+        }
+    )
+    draft.changes["spec.topologySpreadConstraints"] = constraints
+    draft.add(
+        "zoneSpread", f"zone spread: maxSkew {placement.zone_spread.max_skew} over {sorted(labels)}"
+    )
