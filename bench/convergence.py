@@ -25,13 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import fleet, watching_client
+from bench import fleet, profiled, watching_client
 from bench import patches as patches_
 from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
-from localcluster.controlplane import free_port
-from localcluster.operator_process import OperatorProcess
+from localcluster.operator_process import OperatorProcess, controller
+from localcluster.webhook import LoopbackWebhook
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.kube import Credentials, Kube, cost_patch, pointer
 from schedpolicy.view import decisions
@@ -169,15 +169,12 @@ def clear_costs(cluster: LocalCluster, concurrency: int) -> None:
 
 
 def start_operator(cluster: LocalCluster, scale: Scale, profile: Path | None) -> OperatorProcess:
-    env = {"SCHEDPOLICY_PROFILE": str(profile)} if profile else None
-    return OperatorProcess(
-        cluster.operator_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-operator.log",
-        f"--metrics-port={free_port()}",
-        "--metrics-address=127.0.0.1",
-        f"--write-concurrency={scale.write_concurrency}",
-        env=env,
-    )
+    """The controller with the scale's write concurrency; under pyinstrument (bench.profiled)
+    writing to `profile` when one is given."""
+    concurrency = f"--write-concurrency={scale.write_concurrency}"
+    if profile is None:
+        return controller(cluster, concurrency)
+    return controller(cluster, concurrency, module=profiled.MODULE, env=profiled.env(profile))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -202,16 +199,11 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 
 def webhook_rss(cluster: LocalCluster) -> tuple[float, float]:
     """(peak, idle after sync) RSS of `schedpolicy webhook` holding this cluster's view."""
-    hook = OperatorProcess(
-        cluster.webhook_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-webhook.log",
-        "--metrics-port=0",
-        f"--port={free_port()}",
-        "--address=127.0.0.1",
-        command="webhook",
-    )
+    # Plain HTTP and no /metrics: the view and the server, nothing else.
+    loopback = LoopbackWebhook(cluster, cluster.workdir / "bench-webhook-rss-pki", "bench-rss")
+    log = cluster.workdir / "logs" / "schedpolicy-webhook.log"
+    hook = loopback.start(log, tls=False, metrics=False, timeout=300)
     try:
-        hook.wait_for_log("webhook view synced", timeout=300)
         time.sleep(2)
         return hook.peak_rss_mib(), rss_mib(hook.proc.pid)
     finally:

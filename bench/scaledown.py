@@ -19,7 +19,7 @@ from typing import Any
 from bench import fleet
 from bench.scale import Scale
 from localcluster import LocalCluster
-from localcluster.operator_process import OperatorProcess
+from localcluster.operator_process import controller
 from localcluster.topology import FakeNode
 from schedpolicy.core.wellknown import COST_ANNOTATION
 
@@ -204,11 +204,7 @@ def zone_skew(cluster: LocalCluster) -> dict[str, Any]:
 
 def run_b5(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     fleet.namespace(cluster, NAMESPACE)
-    operator = OperatorProcess(
-        cluster.operator_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-operator.log",
-        "--metrics-port=0",
-    )
+    operator = controller(cluster, metrics=False)
     operator.wait_for_log("view synced", timeout=300)
     try:
         rng = random.Random(scale.gpu_seed)

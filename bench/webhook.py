@@ -17,7 +17,6 @@ itself allows.
 from __future__ import annotations
 
 import asyncio
-import base64
 import subprocess
 import sys
 import time
@@ -27,12 +26,12 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import convergence, fleet, pprof
+from bench import convergence, fleet, pprof, profiled
 from bench.scale import Scale
-from localcluster import LocalCluster, chart
-from localcluster.controlplane import free_port
+from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
-from localcluster.pki import Authority
+from localcluster.ports import free_port
+from localcluster.webhook import LoopbackWebhook
 
 NAMESPACE = "bench-webhook"
 RATE = 100  # creates per second
@@ -230,39 +229,15 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     clear()
 
     # With the operator's webhook (the chart's configuration, pointed at loopback).
-    ca = Authority(cluster.workdir / "bench-webhook-pki")
-    pair = ca.issue("webhook", common_name="webhook", hosts=("127.0.0.1",))
-    port = free_port()
-    metrics_port = free_port()
-
-    def start(env: dict[str, str] | None = None) -> OperatorProcess:
-        webhook = OperatorProcess(
-            cluster.webhook_kubeconfig,
-            cluster.workdir / "logs" / "schedpolicy-webhook.log",
-            f"--metrics-port={metrics_port}",
-            "--metrics-address=127.0.0.1",
-            f"--port={port}",
-            "--address=127.0.0.1",
-            f"--cert={pair.cert}",
-            f"--key={pair.key}",
-            env=env,
-            command="webhook",
-        )
-        webhook.wait_for_log("webhook view synced", timeout=300)
-        return webhook
-
-    operator = start()
-    (config,) = [
-        d
-        for d in chart.render("templates/webhook/configuration.yaml")
-        if d["kind"] == "MutatingWebhookConfiguration"
-    ]
-    config["metadata"]["name"] = "bench-webhook"
-    for hook in config["webhooks"]:
-        hook["clientConfig"] = {"caBundle": base64.b64encode(ca.cert_path.read_bytes()).decode()}
-    point_at(cluster, config, port)
+    webhook = LoopbackWebhook(cluster, cluster.workdir / "bench-webhook-pki", "bench-webhook")
+    log = cluster.workdir / "logs" / "schedpolicy-webhook.log"
+    operator = webhook.start(log, timeout=300)
+    point_at(webhook)
     ours = loaded(
-        "hooked", metrics_port, out.parent / "profiles" / "b3-apiserver.txt", operator.proc.pid
+        "hooked",
+        operator.metrics_port,
+        out.parent / "profiles" / "b3-apiserver.txt",
+        operator.proc.pid,
     )
     hooked, hook, own = ours["create"], ours["hook"], ours["own"]
     hinted = sum(
@@ -276,26 +251,33 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     # The same load and burst against a webhook that decides nothing: what the machine allows.
     null_port = free_port()
     null = subprocess.Popen(
-        [sys.executable, "-m", "bench.null_webhook", str(null_port), str(pair.cert), str(pair.key)],
+        [
+            sys.executable,
+            "-m",
+            "bench.null_webhook",
+            str(null_port),
+            str(webhook.cert),
+            str(webhook.key),
+        ],
         stdout=subprocess.DEVNULL,
     )
     try:
-        point_at(cluster, config, null_port)
+        point_at(webhook, null_port)
         bare = loaded("null", pid=null.pid)
         clear()
         burst["null_webhook"] = run_burst(cluster, scale, hook_match, "null")
     finally:
         null.terminate()
         null.wait()
-        point_at(cluster, config, port)
+        point_at(webhook)
     operator.stop()
     # The same load once more under pyinstrument, kept apart: profiling slows the operator.
     profile = out.parent / "profiles" / "b3-webhook.txt"
     profile.parent.mkdir(exist_ok=True)
-    operator = start({"SCHEDPOLICY_PROFILE": str(profile)})
+    operator = webhook.start(log, module=profiled.MODULE, env=profiled.env(profile), timeout=300)
     asyncio.run(create_load(cluster, scale.webhook_seconds, "profiled"))
     operator.stop()
-    cluster.kubectl("delete", "mutatingwebhookconfiguration", "bench-webhook")
+    webhook.unregister()
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
     return {
@@ -328,11 +310,10 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     }
 
 
-def point_at(cluster: LocalCluster, config: dict[str, Any], port: int) -> None:
-    """(Re)register the webhook configuration with its URL on this loopback port."""
-    for hook in config["webhooks"]:
-        hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}/hints"
-    cluster.kubectl("apply", "-f", "-", objects=[config])
+def point_at(webhook: LoopbackWebhook, port: int | None = None) -> None:
+    """(Re)register the webhook configuration with its URL on the webhook's loopback port
+    (or on `port`)."""
+    webhook.register(port=port)
     time.sleep(3)  # the apiserver picks up webhook configurations asynchronously
 
 

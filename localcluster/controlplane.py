@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,8 +23,11 @@ from typing import Any
 import yaml
 
 from localcluster import binaries, chart, topology
+from localcluster.operator_process import controller_argv
 from localcluster.pki import Authority, KeyPair, service_account_keys
+from localcluster.ports import free_port
 from localcluster.supervisor import Supervisor
+from localcluster.webhook import LoopbackWebhook
 
 STAGES_DIR = Path(__file__).with_name("stages")
 DEFAULT_WORKDIR = binaries.REPO / ".cluster" / "local"
@@ -92,12 +93,6 @@ def kubectl_input(objects: Iterable[Mapping[str, Any]]) -> str:
 
 class ClusterError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -487,35 +482,9 @@ class LocalCluster:
     def start_operator(self, *extra: str) -> None:
         """The controller and the webhook from this checkout as supervised components
         (stopped by `down`), the webhook on loopback behind the chart's configuration."""
-        from localcluster.webhook import LoopbackWebhook
-
         webhook = LoopbackWebhook(self, self.workdir / "webhook-pki", "schedpolicy-local")
-        self.supervisor.start(
-            "schedpolicy-operator",
-            [
-                sys.executable,
-                "-m",
-                "schedpolicy",
-                "run",
-                f"--kubeconfig={self.operator_kubeconfig}",
-                "--metrics-address=127.0.0.1",
-                f"--metrics-port={free_port()}",
-                *extra,
-            ],
-        )
-        self.supervisor.start(
-            "schedpolicy-webhook",
-            [
-                sys.executable,
-                "-m",
-                "schedpolicy",
-                "webhook",
-                f"--kubeconfig={self.webhook_kubeconfig}",
-                "--metrics-address=127.0.0.1",
-                f"--metrics-port={free_port()}",
-                *webhook.webhook_args(),
-            ],
-        )
+        self.supervisor.start("schedpolicy-operator", controller_argv(self, *extra))
+        self.supervisor.start("schedpolicy-webhook", webhook.argv())
         webhook.register()
 
     def _operator_identity(self) -> None:

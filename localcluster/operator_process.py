@@ -1,5 +1,10 @@
 """Runs `python -m schedpolicy run` (or `webhook`) as a real process against the local
-cluster (for the e2e tests, the benchmarks and the demo)."""
+cluster (for the e2e tests, the benchmarks and the demo).
+
+Every command line of the operator here is built by `schedpolicy_argv`: by
+`controller_argv` for the controller as the chart's ServiceAccount, and by
+`localcluster.webhook.LoopbackWebhook.argv` for the webhook.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,51 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from localcluster.controlplane import LocalCluster, free_port
+from localcluster.ports import free_port
+
+SCHEDPOLICY = "schedpolicy"
+
+
+class Cluster(Protocol):
+    """What the processes and the webhook registration use of a LocalCluster (whose module
+    imports this one, so this one takes it by its shape)."""
+
+    workdir: Path
+    operator_kubeconfig: Path
+    webhook_kubeconfig: Path
+
+    def kubectl(self, *args: str, objects: Iterable[Mapping[str, Any]] | None = ...) -> str: ...
+
+
+def schedpolicy_argv(
+    command: str, kubeconfig: Path, *extra: str, module: str = SCHEDPOLICY
+) -> list[str]:
+    """`python -m schedpolicy COMMAND --kubeconfig=... EXTRA...`; `module` may name a
+    wrapper that takes the same arguments (the bench's profiler, bench.profiled)."""
+    return [sys.executable, "-m", module, command, f"--kubeconfig={kubeconfig}", *extra]
+
+
+def metrics_flags(on: bool = True) -> list[str]:
+    """/metrics on a free loopback port, or off."""
+    if not on:
+        return ["--metrics-port=0"]
+    return [f"--metrics-port={free_port()}", "--metrics-address=127.0.0.1"]
+
+
+def controller_argv(
+    cluster: Cluster, *extra: str, metrics: bool = True, module: str = SCHEDPOLICY
+) -> list[str]:
+    """`schedpolicy run` as the chart's ServiceAccount, /metrics on a free loopback port
+    (unless not `metrics`)."""
+    return schedpolicy_argv(
+        "run", cluster.operator_kubeconfig, *metrics_flags(metrics), *extra, module=module
+    )
 
 
 class OperatorProcess:
@@ -27,25 +71,29 @@ class OperatorProcess:
         env: dict[str, str] | None = None,
         command: str = "run",
     ) -> None:
+        self._launch(schedpolicy_argv(command, kubeconfig, *extra), log, env)
+
+    @classmethod
+    def of(
+        cls, argv: Sequence[str], log: Path, env: dict[str, str] | None = None
+    ) -> OperatorProcess:
+        """A process with this command line (from `controller_argv` or a webhook's `argv`)."""
+        proc = cls.__new__(cls)
+        proc._launch(list(argv), log, env)
+        return proc
+
+    def _launch(self, argv: list[str], log: Path, env: dict[str, str] | None) -> None:
         self.log = log
-        self.argv = [
-            sys.executable,
-            "-m",
-            "schedpolicy",
-            command,
-            f"--kubeconfig={kubeconfig}",
-            *extra,
-        ]
+        self.argv = argv
         self.env = {**os.environ, **(env or {})}
-        self._out = log.open("ab")
-        self._offset = log.stat().st_size
-        self.proc = subprocess.Popen(
-            self.argv, stdout=self._out, stderr=subprocess.STDOUT, env=self.env
-        )
+        self._spawn()
 
     def restart(self) -> None:
         """Stop (SIGTERM) and start again; later log checks only see the new process."""
         self.stop()
+        self._spawn()
+
+    def _spawn(self) -> None:
         self._out = self.log.open("ab")
         self._offset = self.log.stat().st_size
         self.proc = subprocess.Popen(
@@ -115,17 +163,27 @@ class OperatorProcess:
         return self.proc.returncode
 
 
+def controller(
+    cluster: Cluster,
+    *extra: str,
+    metrics: bool = True,
+    module: str = SCHEDPOLICY,
+    env: dict[str, str] | None = None,
+) -> OperatorProcess:
+    """The operator as the chart's ServiceAccount (see `controller_argv`), logging to the
+    cluster's logs/schedpolicy-operator.log."""
+    return OperatorProcess.of(
+        controller_argv(cluster, *extra, metrics=metrics, module=module),
+        cluster.workdir / "logs" / "schedpolicy-operator.log",
+        env,
+    )
+
+
 @contextlib.contextmanager
-def running(cluster: LocalCluster, *extra: str) -> Iterator[OperatorProcess]:
+def running(cluster: Cluster, *extra: str) -> Iterator[OperatorProcess]:
     """The operator as the chart's ServiceAccount, /metrics on a free loopback port,
     synced before it is handed out and stopped afterwards, whatever happened."""
-    proc = OperatorProcess(
-        cluster.operator_kubeconfig,
-        cluster.workdir / "logs" / "schedpolicy-operator.log",
-        f"--metrics-port={free_port()}",
-        "--metrics-address=127.0.0.1",
-        *extra,
-    )
+    proc = controller(cluster, *extra)
     try:
         proc.wait_for_log("view synced")
         yield proc

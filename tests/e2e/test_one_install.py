@@ -13,8 +13,8 @@ import pytest
 
 from localcluster import LocalCluster, chart
 from localcluster.audit import writes_by
-from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
+from localcluster.ports import free_port
 from tests.e2e.kubeobjects import wait_until
 from tests.e2e.pools import Pool, apply, get_json
 

@@ -16,8 +16,8 @@ import yaml
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
-from localcluster.controlplane import free_port
 from localcluster.operator_process import OperatorProcess
+from localcluster.ports import free_port
 from localcluster.webhook import LoopbackWebhook
 
 pytestmark = pytest.mark.e2e

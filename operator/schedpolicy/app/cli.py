@@ -11,8 +11,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import kopf
@@ -222,31 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     from schedpolicy.app.runtime import run
 
-    _execute(lambda: run(cfg))
+    asyncio.run(run(cfg))
     return 0
-
-
-def _execute(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    profile_to = os.environ.get("SCHEDPOLICY_PROFILE")
-    if not profile_to:
-        asyncio.run(main())
-        return
-    # Benchmarks profile a process in place (pyinstrument comes with the bench extra).
-    from pyinstrument import Profiler
-
-    profiler = Profiler(interval=0.001)
-    profiler.start()
-    try:
-        asyncio.run(main())
-    finally:
-        profiler.stop()
-        Path(profile_to).write_text(
-            profiler.output_text(
-                unicode=False,
-                color=False,
-                show_all=os.environ.get("SCHEDPOLICY_PROFILE_ALL") == "1",
-            )
-        )
 
 
 def _webhook(args: argparse.Namespace) -> int:
@@ -273,7 +249,7 @@ def _webhook(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve(cfg, stop)
 
-    _execute(until_signalled)
+    asyncio.run(until_signalled())
     return 0
 
 

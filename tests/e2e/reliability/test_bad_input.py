@@ -15,7 +15,7 @@ from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster import ClusterError, LocalCluster
-from localcluster.controlplane import free_port
+from localcluster.ports import free_port
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from tests.e2e.kubeobjects import deployment, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
