@@ -73,9 +73,9 @@ test: lint unit e2e ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench
-bench: venv tools ## benchmarks B1-B5 (SCALE=small for a quick pass); writes bench/REPORT.md
+bench: venv tools ## benchmarks B1-B5 (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
-	$(PY) -m bench --scale $(SCALE)
+	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))
 
 .PHONY: demo
 demo: cluster-up ## the story: policies, costs, GPU labels and packing, a simulated and a real scale-down

@@ -84,10 +84,14 @@ def main() -> int:
         )
         if wanted & {"B1", "B2"}:
             try:
-                b1, b2 = convergence.run_b1_b2(cluster, scale, out)
-                for key, result in (("b1-convergence", b1), ("b2-memory", b2)):
-                    save(key, result)
-                    print(headline(key, result), flush=True)
+                if "B1" in wanted:
+                    b1, b2 = convergence.run_b1_b2(cluster, scale, out)
+                    save("b1-convergence", b1)
+                    print(headline("b1-convergence", b1), flush=True)
+                else:
+                    b2 = convergence.run_b2(cluster, scale)
+                save("b2-memory", b2)
+                print(headline("b2-memory", b2), flush=True)
                 # One B2 point per scale: the report takes the slope between two of them.
                 save(f"b2-memory-{scale.name}", b2)
             except Exception as err:
