@@ -38,7 +38,8 @@ SCALES = {
         scale_nodes=50,
         scale_replicas=200,
     ),
-    # B2's second point (30k pods on 3k nodes): `make bench SCALE=large ONLY=B2`; it need not fit CI.
+    # B2's second point (30k pods on 3k nodes): `make bench SCALE=large ONLY=B2`.
+    # It need not fit CI.
     "large": Scale(
         "large",
         nodes=3000,
