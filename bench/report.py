@@ -127,7 +127,10 @@ def section_b2(r: dict[str, Any]) -> list[str]:
             "",
         ]
     else:
-        lines += ["Only one scale measured: run `make bench SCALE=large ONLY=B2` for the slope.", ""]
+        lines += [
+            "Only one scale measured: run `make bench SCALE=large ONLY=B2` for the slope.",
+            "",
+        ]
     return [*lines, f"![B2]({img})"]
 
 
