@@ -28,6 +28,10 @@ venv: $(VENV_STAMP) ## create .venv with the package and dev tools
 tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools/bin
 	@bash tools/build.sh
 
+.PHONY: image
+image: ## build the operator's image from the Dockerfile (buildah, a local Debian base) into .tools/images
+	@bash tools/image.sh
+
 .PHONY: lint
 lint: venv ## ruff, mypy, the layer contract (import-linter) and hadolint
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
