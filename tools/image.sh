@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the operator's image from the project's Dockerfile, with no daemon and no registry.
+# Builds the chart's images with no daemon and no registry: the operator's from the project's
+# Dockerfile, the upstream kube-scheduler's from the binary `make tools` builds, and the pause
+# image a kubelet needs from upstream's pause.c.
 #
 # Users pull the Dockerfile's default base (the official python image). No registry is
 # reachable here, so the base is made locally from Debian bookworm packages (mmdebstrap:
 # python3.11 and its venv module) and handed to the Dockerfile through its PYTHON_IMAGE
 # build argument. buildah reads the Dockerfile; its storage lives in .tools/buildah, and the
-# image is written as a docker-archive to .tools/images, which `ctr images import` reads.
-# Then the image is run once with runc as the chart runs it: read-only root, UID 65532.
+# images are written as docker-archives to .tools/images, which `ctr images import` reads.
+# Then each image is run once with runc as the chart runs it: read-only root, not root.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,50 +57,79 @@ if ! "${B[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
   "${B[@]}" rm "$c" >/dev/null
 fi
 
+
+# Run an image once as the chart runs it: read-only root, not root, only /tmp writable.
+# Prints what the command printed; fails when the command does.
+runs_as_chart() {
+  local ref=$1 uid=$2 bundle c rootfs got rc=0
+  shift 2
+  bundle=$(mktemp -d)
+  c=$("${B[@]}" from --pull-never "$ref")
+  rootfs=$("${B[@]}" mount "$c")
+  (cd "$bundle" && runc spec)
+  python3 "$here/runc_spec.py" "$bundle/config.json" "$rootfs" "$uid" "$@"
+  got=$(runc run --bundle "$bundle" "schedpolicy-image-check-$$" 2>&1) || rc=$?
+  rm -rf "$bundle"
+  "${B[@]}" umount "$c" >/dev/null
+  "${B[@]}" rm "$c" >/dev/null
+  if (( rc != 0 )); then
+    echo "image: $ref did not run as the chart runs it: $got" >&2
+    return 1
+  fi
+  echo "$got"
+}
+
+# Write an image as a docker-archive, the form whose name `ctr images import` keeps.
+export_archive() {
+  local ref=$1 archive=$out/$2.tar
+  rm -f "$archive"
+  "${B[@]}" push -q "$ref" "docker-archive:$archive:$ref" >/dev/null
+  echo "$archive ($(du -h "$archive" | cut -f1))"
+}
+
 # A TLS-inspecting proxy may sit between this machine and PyPI: pip in the build trusts what
 # the host trusts. The mounts exist only while RUN steps run; nothing of them is in the image.
 mounts=()
 for f in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf; do
   [[ -f $f ]] && mounts+=(-v "$f:$f:ro")
 done
-echo "image: building $image_ref from the Dockerfile"
 # --network host: buildah's default network for RUN steps would make a bridge and turn on
 # IP forwarding on this machine.
-"${B[@]}" bud --quiet --pull=never --network host --layers "${mounts[@]}" \
-  --build-arg PYTHON_IMAGE="$base_ref" -t "$image_ref" -f "$root/Dockerfile" "$root" >/dev/null
-archive=$out/schedpolicy-operator.tar
-rm -f "$archive"
-"${B[@]}" push -q "$image_ref" "docker-archive:$archive:$image_ref" >/dev/null
+bud=("${B[@]}" bud --quiet --pull=never --network host --layers)
 
-# Run it once as the chart runs it: read-only root, UID 65532, only /tmp writable.
-bundle=$(mktemp -d)
-c=$("${B[@]}" from --pull-never "$image_ref")
-cleanup() {
-  rm -rf "$bundle"
-  "${B[@]}" umount "$c" >/dev/null 2>&1 || true
-  "${B[@]}" rm "$c" >/dev/null 2>&1 || true
+echo "image: building $image_ref from the Dockerfile"
+"${bud[@]}" "${mounts[@]}" --build-arg PYTHON_IMAGE="$base_ref" -t "$image_ref" \
+  -f "$root/Dockerfile" "$root" >/dev/null
+got=$(runs_as_chart "$image_ref" 65532 \
+  sh -c "schedpolicy --version && touch /tmp/ok && ! touch /opt/x 2>/dev/null")
+echo "image: $image_ref runs read-only as 65532 ($got): $(export_archive "$image_ref" schedpolicy-operator)"
+
+# An image of one static binary, FROM scratch, not run as root.
+one_binary() {
+  local ref=$1 binary=$2 path=$3 uid=$4 ctx=$out/context-$5
+  mkdir -p "$ctx"
+  cp "$binary" "$ctx/binary"
+  printf 'FROM scratch\nCOPY binary %s\nUSER %s:%s\nENTRYPOINT ["%s"]\n' \
+    "$path" "$uid" "$uid" "$path" >"$ctx/Containerfile"
+  echo "image: building $ref from $binary"
+  "${bud[@]}" -t "$ref" -f "$ctx/Containerfile" "$ctx" >/dev/null
 }
-trap cleanup EXIT
-rootfs=$("${B[@]}" mount "$c")
-(cd "$bundle" && runc spec)
-python3 - "$bundle/config.json" "$rootfs" <<'EOF'
-import json, sys
-path, rootfs = sys.argv[1], sys.argv[2]
-spec = json.load(open(path))
-spec["root"] = {"path": rootfs, "readonly": True}
-spec["process"].update(
-    terminal=False,
-    user={"uid": 65532, "gid": 65532},
-    env=["PATH=/opt/schedpolicy/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp"],
-    args=["sh", "-c", "schedpolicy --version && touch /tmp/ok && ! touch /opt/x 2>/dev/null"],
-)
-spec["mounts"].append(
-    {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}
-)
-json.dump(spec, open(path, "w"))
-EOF
-if ! got=$(runc run --bundle "$bundle" "schedpolicy-image-check-$$" 2>&1); then
-  echo "image: the image did not run as the chart runs it: $got" >&2
-  exit 1
-fi
-echo "image: $image_ref runs read-only as 65532 ($got); archive $archive ($(du -h "$archive" | cut -f1))"
+
+# The chart's secondary scheduler is the upstream kube-scheduler, at the path its command names.
+bin=${BIN:-$root/.tools/bin}
+[[ -x $bin/kube-scheduler ]] || { echo "image: $bin/kube-scheduler is missing: run make tools" >&2; exit 1; }
+scheduler_ref=registry.k8s.io/kube-scheduler:$("$bin/kube-scheduler" --version | awk '{print $2}')
+one_binary "$scheduler_ref" "$bin/kube-scheduler" /usr/local/bin/kube-scheduler 65532 kube-scheduler
+got=$(runs_as_chart "$scheduler_ref" 65532 /usr/local/bin/kube-scheduler --version)
+echo "image: $scheduler_ref runs read-only as 65532 ($got): $(export_archive "$scheduler_ref" kube-scheduler)"
+
+# The kubelet's sandbox image, from the pause.c of the Kubernetes module `make tools` builds.
+pause_version=3.10.1
+pause_ref=registry.k8s.io/pause:$pause_version
+k8s_dir=$(cd "$here/kubernetes" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+mkdir -p "$out/build"
+gcc -Os -Wall -Werror -static -DVERSION="v$pause_version" -o "$out/build/pause" \
+  "$k8s_dir/build/pause/linux/pause.c"
+one_binary "$pause_ref" "$out/build/pause" /pause 65535 pause
+got=$(runs_as_chart "$pause_ref" 65535 /pause -v)
+echo "image: $pause_ref runs read-only as 65535 ($got): $(export_archive "$pause_ref" pause)"
