@@ -25,7 +25,7 @@ $(VENV_STAMP): pyproject.toml constraints.txt
 venv: $(VENV_STAMP) ## create .venv with the package and dev tools
 
 .PHONY: tools
-tools: ## build etcd, kube-*, kubectl, kwok and helm from Go modules into .tools/bin
+tools: ## build etcd, kube-*, kubectl, kwok, helm, kubelet, containerd and CNI plugins from Go modules into .tools/bin
 	@bash tools/build.sh
 
 .PHONY: image

@@ -9,7 +9,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 BIN=${BIN:-$root/.tools/bin}
-names=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm)
+names=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm
+  kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback
+  cni/portmap)
 
 if [[ -n "${SCHEDPOLICY_TOOLS_BIN:-}" ]]; then
   missing=0
@@ -49,6 +51,7 @@ build() {
     return
   fi
   local start=$SECONDS
+  mkdir -p "$(dirname "$BIN/$name")" "$(dirname "$BIN/.stamps/$name")"
   echo "tools: building $name from $pkg (a cold build on 2 cores takes many minutes) ..."
   ( while sleep 30; do echo "tools:   ... still building $name, $((SECONDS - start))s elapsed"; done ) &
   local ticker=$!
@@ -73,13 +76,24 @@ for pkgpath in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   stampk8s+=" -X $pkgpath.gitVersion=$k8s -X $pkgpath.gitMajor=1 -X $pkgpath.gitMinor=$minor"
   stampk8s+=" -X $pkgpath.gitTreeState=clean"
 done
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
   build kubernetes "$name" "k8s.io/kubernetes/cmd/$name" "$stampk8s"
 done
 build etcd etcd go.etcd.io/etcd/server/v3
 
 for name in kwok kwokctl; do
   build kwok "$name" "sigs.k8s.io/kwok/cmd/$name"
+done
+# The real node: containerd (runc itself comes from Debian), and the CNI plugins its bridge
+# network uses.
+containerd=$(pinned containerd github.com/containerd/containerd/v2)
+for name in containerd containerd-shim-runc-v2 ctr; do
+  build containerd "$name" "github.com/containerd/containerd/v2/cmd/$name" \
+    "-X github.com/containerd/containerd/v2/version.Version=$containerd"
+done
+# In a directory of their own: the node's CNI bin dir holds plugins and nothing else.
+for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
+  build cni "cni/${plugin#*/}" "github.com/containernetworking/plugins/plugins/$plugin"
 done
 helm=$(pinned helm helm.sh/helm/v4)
 build helm helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm"
