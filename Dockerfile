@@ -22,6 +22,10 @@ LABEL org.opencontainers.image.title="schedpolicy-operator" \
       org.opencontainers.image.licenses="Apache-2.0"
 # No compiler, no pip cache, no source tree: only the virtualenv.
 COPY --from=build /opt/schedpolicy /opt/schedpolicy
+# A name for UID 65532: kopf asks the password database who runs it (getpass.getuser), and
+# the base image knows no such user.
+RUN echo 'schedpolicy:x:65532:65532:schedpolicy:/tmp:/usr/sbin/nologin' >> /etc/passwd \
+    && echo 'schedpolicy:x:65532:' >> /etc/group
 ENV PATH=/opt/schedpolicy/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -68,12 +68,17 @@ e2e: venv tools ## e2e tests against the real local control plane
 	@$(PY) -m pytest tests/e2e $(PYTEST_ARGS) || { rc=$$?; \
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/e2e: that is a failure" >&2; exit $$rc; }
 
+.PHONY: incluster
+incluster: venv tools image ## the chart installed with helm on a real kubelet node (containerd, runc, kube-proxy)
+	@$(PY) -m pytest tests/incluster $(PYTEST_ARGS) || { rc=$$?; \
+	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/incluster: that is a failure" >&2; exit $$rc; }
+
 .PHONY: test-reliability
 test-reliability: venv tools ## only the fault, race and bad-input suite (also part of e2e)
 	$(PY) -m pytest tests/e2e -m reliability $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint unit e2e ## everything CI runs (the reliability suite is part of e2e)
+test: lint unit e2e incluster ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench

@@ -1,4 +1,5 @@
-"""`python -m localcluster up|down|status` (what `make cluster-up` / `make cluster-down` run)."""
+"""`python -m localcluster up|down|status|leftovers` (what `make cluster-up` and
+`make cluster-down` run; `leftovers` lists what a real node left on this machine)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import sys
 import time
 from pathlib import Path
 
+from localcluster import binaries, hostnet
 from localcluster.controlplane import DEFAULT_WORKDIR, ClusterError, LocalCluster
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster")
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "leftovers"])
+    parser.add_argument(
+        "--real-node", action="store_true", help="also a kubelet node (after `make image`)"
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args()
     cluster = LocalCluster(args.workdir)
@@ -21,6 +26,11 @@ def main() -> int:
         cluster.down()
         print(f"local cluster in {cluster.workdir} stopped")
         return 0
+    if args.command == "leftovers":
+        found = hostnet.leftovers(binaries.REPO / ".cluster")
+        for line in found:
+            print(f"left behind: {line}")
+        return 1 if found else 0
     if args.command == "status":
         up = cluster.healthy()
         for record in cluster.supervisor.records():
@@ -36,7 +46,7 @@ def main() -> int:
         f" in {cluster.workdir} ..."
     )
     try:
-        cluster.up()
+        cluster.up(real_node=args.real_node)
     except ClusterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

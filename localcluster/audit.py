@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,13 @@ class AuditEvent:
     code: int
     at: datetime
     request: Any
+    # The pod a bound ServiceAccount token was issued to (empty for other credentials).
+    pod: str = ""
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> AuditEvent:
         ref = raw.get("objectRef") or {}
+        extra = raw.get("user", {}).get("extra") or {}
         return cls(
             user=raw.get("user", {}).get("username", ""),
             agent=raw.get("userAgent", ""),
@@ -40,7 +43,13 @@ class AuditEvent:
             code=int((raw.get("responseStatus") or {}).get("code", 0)),
             at=datetime.fromisoformat(raw["stageTimestamp"].replace("Z", "+00:00")),
             request=raw.get("requestObject"),
+            pod=next(iter(extra.get("authentication.kubernetes.io/pod-name", [])), ""),
         )
+
+
+def now() -> datetime:
+    """A timestamp comparable with the audit log's, for `writes_by(since=)`."""
+    return datetime.now(UTC)
 
 
 def events(log: Path) -> Iterator[AuditEvent]:

@@ -69,3 +69,110 @@ def token_kubeconfig(server: str, ca: Path, token: str, user: str) -> dict[str, 
         "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
         "current-context": user,
     }
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def helm(kubeconfig: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(binaries.path("helm")), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def install(
+    kubeconfig: Path, values: Path, *sets: str, upgrade: bool = False, wait: str = "240s"
+) -> None:
+    """`helm install` (or `upgrade`) of this chart with `--wait`. When it fails, the error
+    names each pod of the release that is not Ready and why, from the pod's own status:
+    helm's message says only that a Deployment was not ready in time."""
+    argv = [
+        "upgrade" if upgrade else "install",
+        RELEASE,
+        str(CHART),
+        f"--namespace={NAMESPACE}",
+        "--create-namespace",
+        f"--values={values}",
+        "--wait",
+        f"--timeout={wait}",
+    ]
+    for item in sets:
+        argv += ["--set", item]
+    proc = helm(kubeconfig, *argv)
+    if proc.returncode != 0:
+        reasons = unready_pods(kubeconfig)
+        raise InstallError(
+            f"helm {argv[0]} failed: {proc.stderr.strip()}"
+            + "".join(f"\n  {line}" for line in reasons)
+        )
+
+
+def uninstall(kubeconfig: Path) -> None:
+    proc = helm(kubeconfig, "uninstall", RELEASE, f"--namespace={NAMESPACE}", "--wait")
+    if proc.returncode != 0 and "not found" not in proc.stderr:
+        raise InstallError(f"helm uninstall failed: {proc.stderr.strip()}")
+
+
+def unready_pods(kubeconfig: Path) -> list[str]:
+    """One line per pod of the release namespace that is not Ready: which container waits
+    or failed, with the kubelet's reason and message."""
+    proc = subprocess.run(
+        [
+            str(binaries.path("kubectl")),
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            *("get", "pods", "-o", "json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != 0:
+        return [f"(pods unreadable: {proc.stderr.strip()})"]
+    lines = []
+    for pod in json.loads(proc.stdout)["items"]:
+        status = pod.get("status", {})
+        if any(
+            c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
+        ):
+            continue
+        name = pod["metadata"]["name"]
+        why = [
+            f"container {c['name']}: {state['reason']}: {state.get('message', '')}".rstrip(": ")
+            for c in status.get("containerStatuses", [])
+            for state in (
+                c.get("state", {}).get("waiting") or c.get("state", {}).get("terminated") or {},
+            )
+            if state.get("reason")
+        ]
+        unscheduled = [
+            f"{c['reason']}: {c.get('message', '')}"
+            for c in status.get("conditions", [])
+            if c["type"] == "PodScheduled" and c["status"] != "True"
+        ]
+        detail = "; ".join(why + unscheduled) or status.get("phase", "unknown")
+        lines.append(f"pod {name}: {detail}")
+        for c in status.get("containerStatuses", []):
+            if c.get("restartCount", 0) > 0:
+                lines += [f"    {line}" for line in _last_words(kubeconfig, name, c["name"])]
+    return lines
+
+
+def _last_words(kubeconfig: Path, pod: str, container: str) -> list[str]:
+    """The end of a crashed container's previous log, through the kubelet."""
+    proc = subprocess.run(
+        [
+            str(binaries.path("kubectl")),
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            *("logs", pod, "-c", container, "--previous", "--tail=8"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return (proc.stdout or proc.stderr).strip().splitlines()

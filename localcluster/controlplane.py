@@ -12,6 +12,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +23,9 @@ from typing import Any
 
 import yaml
 
-from localcluster import binaries, chart, topology
+from localcluster import binaries, chart, hostnet, topology
+from localcluster.node import NAME as NODE_NAME
+from localcluster.node import RealNode
 from localcluster.operator_process import controller_argv
 from localcluster.pki import Authority, KeyPair, service_account_keys
 from localcluster.ports import free_port
@@ -35,11 +38,15 @@ SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "127.66.0.0/16"
 STOP_ORDER = [
     "schedpolicy-operator",
+    "kube-proxy",
+    "kubelet",
+    "containerd",
     "kwok",
     "schedpolicy-scheduler",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
+    "apiserver-forwarder",
     "etcd",
 ]
 
@@ -62,6 +69,9 @@ CONTROLLERS = (
     # its Lease, as for a dead kubelet).
     "node-lifecycle-controller",
 )
+# Only with a real node: Services need endpoints there (kube-proxy, and the apiserver's own
+# routing to webhooks), and nowhere else would they do anything but watch every pod.
+NODE_CONTROLLERS = ("endpoints-controller", "endpointslice-controller")
 
 # Writes are logged (with the request body for pod and node patches, so tests can
 # see exactly what was sent); reads and the fake nodes' lease renewals are not.
@@ -141,6 +151,7 @@ class LocalCluster:
         self.audit_log = self.workdir / "logs" / "audit.log"
         self.state_file = self.workdir / "state.json"
         self.supervisor = Supervisor(self.workdir)
+        self.node = RealNode(self.workdir, self.supervisor)
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -191,7 +202,22 @@ class LocalCluster:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    def up(self, nodes: Iterable[topology.FakeNode] | None = None, timeout: float = 120) -> None:
+    @property
+    def real_node(self) -> bool:
+        return bool(
+            self.state_file.exists() and json.loads(self.state_file.read_text()).get("real_node")
+        )
+
+    def up(
+        self,
+        nodes: Iterable[topology.FakeNode] | None = None,
+        timeout: float = 120,
+        *,
+        real_node: bool = False,
+    ) -> None:
+        """Start the control plane. With `real_node`, also a kubelet node (containerd,
+        kube-proxy, CNI bridge) that runs the images `make image` built; the chart is then
+        installed with helm instead of this harness running its parts as local processes."""
         lacking = binaries.missing()
         if lacking:
             raise ClusterError(
@@ -202,8 +228,10 @@ class LocalCluster:
             shutil.rmtree(self.workdir)
         self.workdir.mkdir(parents=True)
         self.supervisor = Supervisor(self.workdir)
+        self.node = RealNode(self.workdir, self.supervisor)
         ports = Ports.allocate()
-        self.state_file.write_text(json.dumps({"ports": asdict(ports)}, indent=2))
+        state = {"ports": asdict(ports), "real_node": real_node}
+        self.state_file.write_text(json.dumps(state, indent=2))
         try:
             self._write_pki_and_configs(f"https://127.0.0.1:{ports.apiserver}")
             self._start_etcd(ports)
@@ -213,6 +241,9 @@ class LocalCluster:
             self._start_kwok(ports)
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
+            if real_node:
+                self.node.start(self._node_ready)
+                return
             self.kubectl("create", "namespace", chart.NAMESPACE)
             self._operator_identity()
             self._start_secondary_scheduler(ports)
@@ -221,6 +252,8 @@ class LocalCluster:
             raise
 
     def down(self) -> None:
+        if self.real_node or self.supervisor.get("containerd") is not None:
+            self.node.teardown()
         self.supervisor.stop_all(STOP_ORDER)
 
     def stop_component(self, name: str) -> None:
@@ -296,8 +329,12 @@ class LocalCluster:
             "kubernetes.default",
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
+            # The address pods reach the apiserver at, through the forwarder.
+            hostnet.GATEWAY,
         )
         ca.issue("apiserver", common_name="kube-apiserver", hosts=hosts)
+        if self.real_node:
+            self.node.prepare(ca, server)
         identities = {
             # The admin, and the components that in a real cluster get broad rights.
             "admin": ("schedpolicy-admin", ("system:masters",)),
@@ -342,7 +379,6 @@ class LocalCluster:
                 str(binaries.path("kube-apiserver")),
                 f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
                 f"--secure-port={p.apiserver}",
                 f"--tls-cert-file={self.pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={self.pki / 'apiserver.key'}",
@@ -360,8 +396,6 @@ class LocalCluster:
                 f"--service-account-signing-key-file={self.pki / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
-                # A loopback address cannot back the `kubernetes` Service's endpoints.
-                "--endpoint-reconciler-type=none",
                 f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
@@ -369,14 +403,42 @@ class LocalCluster:
                 "--audit-log-maxbackup=2",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
+                *self._apiserver_node_args(p),
             ],
         )
         self._wait_http(
             f"https://127.0.0.1:{p.apiserver}/readyz", self.ssl_context(), "kube-apiserver", 90
         )
+        if self.real_node:
+            self.supervisor.start(
+                "apiserver-forwarder",
+                [
+                    sys.executable,
+                    "-m",
+                    "localcluster.forwarder",
+                    hostnet.GATEWAY,
+                    str(p.apiserver),
+                    str(p.apiserver),
+                ],
+            )
+
+    def _apiserver_node_args(self, p: Ports) -> list[str]:
+        """Pods reach the apiserver at the bridge's address, through the forwarder: the
+        `kubernetes` Service's endpoint is that address. Webhooks are called at their pods'
+        endpoints rather than through kube-proxy."""
+        if not self.real_node:
+            # A loopback address cannot back the `kubernetes` Service's endpoints.
+            return ["--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
+        return [
+            f"--advertise-address={hostnet.GATEWAY}",
+            "--endpoint-reconciler-type=lease",
+            "--enable-aggregator-routing=true",
+            *self.node.apiserver_args(),
+        ]
 
     def _start_controller_manager(self, p: Ports) -> None:
         kubeconfig = self.workdir / "kube-controller-manager.kubeconfig"
+        controllers = CONTROLLERS + (NODE_CONTROLLERS if self.real_node else ())
         self.supervisor.start(
             "kube-controller-manager",
             [
@@ -387,7 +449,7 @@ class LocalCluster:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={p.controller_manager}",
                 "--leader-elect=false",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(controllers)}",
                 f"--service-account-private-key-file={self.pki / 'sa.key'}",
                 f"--root-ca-file={self.pki / 'ca.crt'}",
                 "--use-service-account-credentials=false",
@@ -529,6 +591,10 @@ class LocalCluster:
         kubeconfig.chmod(0o600)
         return kubeconfig
 
+    def _node_ready(self) -> bool:
+        listed = self.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+        return bool(listed) and _ready(json.loads(listed))
+
     def _wait_for_default_service_account(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -563,10 +629,13 @@ class LocalCluster:
         )
 
 
+def _ready(obj: dict[str, Any]) -> bool:
+    conditions = obj.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def _schedulable(node: dict[str, Any]) -> bool:
-    ready = any(
-        c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", [])
-    )
+    ready = _ready(node)
     tainted = any(
         t["key"] == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints", [])
     )

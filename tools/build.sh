@@ -23,6 +23,26 @@ if [[ -n "${SCHEDPOLICY_TOOLS_BIN:-}" ]]; then
   exit 0
 fi
 
+# The real node's host parts come from Debian: runc runs its containers, iptables is what the
+# kubelet writes its chains with, and nftables is what kube-proxy's nftables mode drives.
+packages=()
+command -v runc >/dev/null 2>&1 || packages+=(runc)
+command -v iptables >/dev/null 2>&1 || packages+=(iptables)
+command -v nft >/dev/null 2>&1 || packages+=(nftables)
+if (( ${#packages[@]} )); then
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "tools: the real node needs the Debian packages ${packages[*]}; install them (as root)" >&2
+    exit 1
+  fi
+  echo "tools: installing Debian packages ${packages[*]} for the real kubelet node"
+  apt_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      -o Dpkg::Options::=--force-confold "${packages[@]}" >/dev/null
+  }
+  # A new machine may have no package lists yet.
+  apt_install || { apt-get update -qq && apt_install; }
+fi
+
 need_go="1.26"
 if ! command -v go >/dev/null 2>&1; then
   echo "tools: 'go' was not found. Install Go >= $need_go (https://go.dev/dl/) and put it on PATH," >&2

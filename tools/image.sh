@@ -29,7 +29,11 @@ if (( ${#missing[@]} )); then
   # buildah reads the Dockerfile without a daemon, mmdebstrap makes the Debian base, and
   # runc runs the result once as the chart would.
   echo "image: installing Debian packages ${missing[*]}: the image build needs them"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  }
+  # A new machine may have no package lists yet.
+  apt_install || { apt-get update -qq && apt_install; }
 fi
 
 B=(buildah --root "$store/root" --runroot "$store/run" --storage-driver overlay)
@@ -58,7 +62,8 @@ if ! "${B[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
 fi
 
 
-# Run an image once as the chart runs it: read-only root, not root, only /tmp writable.
+# Run an image once as the chart runs it: read-only root, not root, only /tmp writable. The
+# operator's check also asks who it runs as, as kopf does at start-up.
 # Prints what the command printed; fails when the command does.
 runs_as_chart() {
   local ref=$1 uid=$2 bundle c rootfs got rc=0
@@ -101,7 +106,8 @@ echo "image: building $image_ref from the Dockerfile"
 "${bud[@]}" "${mounts[@]}" --build-arg PYTHON_IMAGE="$base_ref" -t "$image_ref" \
   -f "$root/Dockerfile" "$root" >/dev/null
 got=$(runs_as_chart "$image_ref" 65532 \
-  sh -c "schedpolicy --version && touch /tmp/ok && ! touch /opt/x 2>/dev/null")
+  sh -c "schedpolicy --version && python -c 'import getpass; getpass.getuser()' \
+    && touch /tmp/ok && ! touch /opt/x 2>/dev/null")
 echo "image: $image_ref runs read-only as 65532 ($got): $(export_archive "$image_ref" schedpolicy-operator)"
 
 # An image of one static binary, FROM scratch, not run as root.

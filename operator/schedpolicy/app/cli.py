@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument(
         "--health-port", type=int, default=0, help="serve /healthz and /readyz here (0: off)"
     )
+    hook.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=0.0,
+        help="seconds to keep serving after SIGTERM, unready, while the endpoint is removed",
+    )
     hook.add_argument("--log-format", choices=["text", "json"], default="text")
     hook.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
 
@@ -239,6 +245,7 @@ def _webhook(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_address=args.metrics_address,
         health_port=args.health_port,
+        shutdown_delay=args.shutdown_delay,
         instance=_instance(),
     )
 

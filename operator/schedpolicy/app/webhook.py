@@ -115,10 +115,20 @@ class WebhookConfig:
     metrics_address: str = "0.0.0.0"
     health_port: int = 0
     watch_timeout_seconds: int = 300
+    # After a stop signal: seconds of serving while unready. The apiserver keeps calling a
+    # pod until it sees the pod's endpoint go; a call that finds nobody would fail open.
+    shutdown_delay: float = 0.0
     instance: str = "webhook"
 
 
-def application(view: AdmissionView, excluded: Collection[str]) -> web.Application:
+# Longer than the apiserver's idle-connection timeout (90 s): the client, not the server,
+# closes an idle keep-alive connection, so a request can never race the server's close.
+KEEPALIVE_SECONDS = 120.0
+
+
+def application(
+    view: AdmissionView, excluded: Collection[str], stopping: asyncio.Event | None = None
+) -> web.Application:
     async def hints(request: web.Request) -> web.Response:
         started = time.perf_counter()
         body = await request.read()
@@ -131,14 +141,22 @@ def application(view: AdmissionView, excluded: Collection[str]) -> web.Applicati
         WEBHOOK_REQUESTS.labels(result=answer.result).inc()
         if answer.decision is not None and log.isEnabledFor(logging.DEBUG):
             log.debug("hinted a pod: %s", "; ".join(answer.decision.explanation))
-        return web.Response(body=answer.body, content_type="application/json")
+        response = web.Response(body=answer.body, content_type="application/json")
+        if stopping is not None and stopping.is_set():
+            # The apiserver pools connections by Service name, across pods: it would keep
+            # sending to this pod over them after its endpoint went. `Connection: close`
+            # retires each one cleanly, before the process goes.
+            response.force_close()
+        return response
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post("/hints", hints)
     return app
 
 
-def probes(view: AdmissionView, informers: list[Informer[Any]]) -> web.Application:
+def probes(
+    view: AdmissionView, informers: list[Informer[Any]], stopping: asyncio.Event
+) -> web.Application:
     def synced() -> bool:
         return all(i.synced.is_set() for i in informers)
 
@@ -146,6 +164,8 @@ def probes(view: AdmissionView, informers: list[Informer[Any]]) -> web.Applicati
         return web.json_response({"status": "ok", "synced": synced()})
 
     async def readyz(_: web.Request) -> web.Response:
+        if stopping.is_set():
+            return web.json_response({"status": "shutting down"}, status=503)
         if not synced():
             return web.json_response({"status": "view not synced yet"}, status=503)
         return web.json_response({"status": "ready", "policies": len(view.policies())})
@@ -170,7 +190,11 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
         Informer(kube, NODES, _Nodes(view), timeout_seconds=t),
     ]
     tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.kind}") for i in informers]
-    runner = web.AppRunner(application(view, cfg.exclude_namespaces), access_log=None)
+    runner = web.AppRunner(
+        application(view, cfg.exclude_namespaces, halt),
+        access_log=None,
+        keepalive_timeout=KEEPALIVE_SECONDS,
+    )
     await runner.setup()
     runners = [runner]
     context = None
@@ -182,7 +206,7 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     await web.TCPSite(runner, cfg.address, cfg.port, ssl_context=context).start()
     if cfg.health_port:
         # Plain HTTP for the kubelet's probes, like the controller's; no /hints there.
-        health = web.AppRunner(probes(view, informers), access_log=None)
+        health = web.AppRunner(probes(view, informers, halt), access_log=None)
         await health.setup()
         runners.append(health)
         await web.TCPSite(health, "0.0.0.0", cfg.health_port).start()
@@ -201,6 +225,9 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     tasks.append(asyncio.create_task(announce_sync()))
     try:
         await halt.wait()
+        if cfg.shutdown_delay > 0:
+            log.info("stopping: serving %.0fs more while unready", cfg.shutdown_delay)
+            await asyncio.sleep(cfg.shutdown_delay)
     finally:
         for task in tasks:
             task.cancel()

@@ -1,0 +1,515 @@
+"""The chart as users install it, on a real kubelet node: `helm install` with the images built
+from the Dockerfile, the kubelet's probes, the apiserver calling the webhook through the
+chart's Service with the chart's own CA, the controller on its mounted ServiceAccount token,
+failover, a rolling upgrade under load, and uninstall.
+
+The tests run in order and share one release: each builds on what the one before left.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import LocalCluster, audit, chart
+from localcluster.node import NAME as NODE
+from localcluster.node import RUNC
+from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
+from tests.incluster.conftest import POOL, VALUES
+
+pytestmark = pytest.mark.incluster
+NS = chart.NAMESPACE
+APP_NS = "incluster-app"
+LOAD_NS = "incluster-load"
+SCHEDULER = "schedpolicy-scheduler"
+HINTS = "schedpolicy.io/hints"
+COST = "controller.kubernetes.io/pod-deletion-cost"
+LEASE = "schedpolicy"
+LEASE_SECONDS = 15  # the chart's default operator.leaderElection.leaseDuration
+APP_UID = 65532
+
+
+def get(cluster: LocalCluster, *args: str) -> Any:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json"))
+
+
+def component_pods(cluster: LocalCluster) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for pod in get(cluster, "pods", "-n", NS)["items"]:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        component = pod["metadata"]["labels"].get("app.kubernetes.io/component", "?")
+        found.setdefault(component, []).append(pod)
+    return found
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def policies() -> list[dict[str, Any]]:
+    labels = {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "incluster-gpu-labels"},
+        "spec": {
+            "priority": 600,
+            "nodeLabels": {
+                "gpu": {"sources": ["InstanceType"], "nodeSelector": {"matchLabels": POOL}}
+            },
+        },
+    }
+    apps = {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "incluster-apps"},
+        "spec": {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "In",
+                        "values": [APP_NS, LOAD_NS],
+                    }
+                ]
+            },
+            "placement": {
+                "schedulerName": SCHEDULER,
+                "gpu": {"models": ["A100"], "minMemoryMiB": 40960},
+            },
+            "deletionCost": {"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
+        },
+    }
+    return [labels, apps]
+
+
+def gpu_deployment(replicas: int) -> dict[str, Any]:
+    template = {
+        "metadata": {"labels": {"app": "gpu"}},
+        "spec": {
+            "nodeSelector": POOL,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": PAUSE_IMAGE,
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
+                }
+            ],
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "gpu", "namespace": APP_NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "gpu"}},
+            "template": template,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    try:
+        chart.install(cluster.kubeconfig, VALUES)
+        yield cluster
+    finally:
+        chart.uninstall(cluster.kubeconfig)
+
+
+# ---- install -------------------------------------------------------------------------------
+
+
+def test_every_chart_pod_runs_on_the_real_node_and_is_ready_by_its_probes(
+    installed: LocalCluster,
+) -> None:
+    pods = component_pods(installed)
+    assert {k: len(v) for k, v in pods.items()} == {"operator": 2, "webhook": 2, "scheduler": 2}
+    for pod in (p for group in pods.values() for p in group):
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] == NODE, name
+        assert ready(pod), (name, pod["status"])
+        (container,) = pod["spec"]["containers"]
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz", name
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz", name
+    # The kubelet itself counts its probes: read through the apiserver's node proxy.
+    metrics = installed.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/metrics/probes")
+    passed = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("prober_probe_total")
+        and 'probe_type="Readiness"' in line
+        and 'result="successful"' in line
+        and f'namespace="{NS}"' in line
+    ]
+    probed = {line.split('pod="')[1].split('"')[0] for line in passed}
+    assert probed == {p["metadata"]["name"] for g in pods.values() for p in g}
+
+
+def test_the_webhook_is_registered_through_the_chart_service_with_its_own_ca(
+    installed: LocalCluster,
+) -> None:
+    (config,) = [
+        c
+        for c in get(installed, "mutatingwebhookconfigurations")["items"]
+        if c["metadata"]["name"].startswith("schedpolicy")
+    ]
+    (hook,) = config["webhooks"]
+    client = hook["clientConfig"]
+    assert "url" not in client
+    assert client["service"]["namespace"] == NS
+    assert client["caBundle"]
+    (service,) = [
+        s
+        for s in get(installed, "services", "-n", NS)["items"]
+        if s["metadata"]["name"] == client["service"]["name"]
+    ]
+    slices = get(
+        installed,
+        "endpointslices",
+        "-n",
+        NS,
+        "-l",
+        f"kubernetes.io/service-name={service['metadata']['name']}",
+    )["items"]
+    ips = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
+    webhook_ips = {p["status"]["podIP"] for p in component_pods(installed)["webhook"]}
+    assert ips == webhook_ips
+
+
+# ---- security, seen from the host ----------------------------------------------------------
+
+# What every pod gets from Kubernetes and the runtime, whatever its spec says: the IPC
+# filesystems (memory-backed, sized by the runtime) and the kubelet's termination-message file.
+EVERY_POD = {"/dev/shm", "/dev/mqueue", "/dev/termination-log"}
+# Writable mount points, tried as the container's user. Character devices are skipped: the
+# runtime masks /proc files with /dev/null, which takes writes and keeps nothing.
+PROBE = """
+import os, stat, sys
+pid = sys.argv[1]
+targets = {"/"} | {line.split()[4] for line in open(f"/proc/{pid}/mountinfo")}
+writable = []
+for target in sorted(targets):
+    path = f"/proc/{pid}/root{target}"
+    try:
+        if stat.S_ISCHR(os.stat(path).st_mode):
+            continue
+        if os.path.isdir(path):
+            probe = os.path.join(path, ".schedpolicy-write-probe")
+            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.unlink(probe)
+        else:
+            open(path, "a").close()
+    except OSError:
+        continue
+    writable.append(target)
+print("\\n".join(writable))
+"""
+
+
+def containers(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """The node's running app containers (not sandboxes), from runc's own state on the host."""
+    root = cluster.node.runc_root / "k8s.io"
+    listed = subprocess.run(
+        [RUNC, f"--root={root}", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = []
+    for entry in json.loads(listed or "[]"):
+        spec = json.loads((Path(entry["bundle"]) / "config.json").read_text())
+        notes = spec.get("annotations", {})
+        if entry["status"] == "running" and notes.get("io.kubernetes.cri.container-type") == (
+            "container"
+        ):
+            found.append({"pid": entry["pid"], "pod": notes["io.kubernetes.cri.sandbox-name"]})
+    return found
+
+
+def test_containers_run_as_65532_on_a_read_only_root_with_only_tmp_writable(
+    installed: LocalCluster,
+) -> None:
+    running = containers(installed)
+    assert len(running) == 6, running
+    for container in running:
+        pid = container["pid"]
+        status = Path(f"/proc/{pid}/status").read_text()
+        (uids,) = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")]
+        assert uids == [str(APP_UID)] * 4, (container, uids)
+        # Even this host's root cannot write there: the mount is read-only.
+        with pytest.raises(OSError, match="Read-only file system"):
+            Path(f"/proc/{pid}/root/.schedpolicy-probe").write_text("x")
+        # As the container's own user, every mount point in its mount namespace.
+        probe = subprocess.run(
+            [
+                *("setpriv", f"--reuid={APP_UID}", f"--regid={APP_UID}", "--clear-groups"),
+                *("/usr/bin/python3", "-c", PROBE, str(pid)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        writable = set(probe.stdout.split())
+        assert writable - EVERY_POD == {"/tmp"}, (container, writable)
+
+
+# ---- the real path -------------------------------------------------------------------------
+
+
+def bound_pods(cluster: LocalCluster, namespace: str, count: int) -> list[dict[str, Any]]:
+    def probe() -> list[dict[str, Any]] | None:
+        pods = get(cluster, "pods", "-n", namespace, "-l", "app=gpu")["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        done = [p for p in live if p["spec"].get("nodeName")]
+        return done if len(done) == count else None
+
+    return wait_until(probe, within=90, what=f"{count} pods bound in {namespace}")
+
+
+def test_pods_are_hinted_placed_and_costed_by_the_chart_components(
+    installed: LocalCluster,
+) -> None:
+    installed.kubectl("create", "namespace", APP_NS)
+    installed.kubectl("apply", "-f", "-", objects=policies())
+    wait_until(
+        lambda: all(
+            "schedpolicy.io/gpu-model" in get(installed, "node", n)["metadata"]["labels"]
+            for n in ("gpu-a", "gpu-b")
+        ),
+        within=60,
+        what="GPU labels from the in-cluster controller",
+    )
+    installed.kubectl("apply", "-f", "-", objects=[gpu_deployment(4)])
+    pods = bound_pods(installed, APP_NS, 4)
+    for pod in pods:
+        hints = json.loads(pod["metadata"]["annotations"][HINTS])
+        assert hints["policy"] == "incluster-apps"
+        assert {"schedulerName", "gpuAffinity"} <= set(hints["injected"])
+        assert pod["spec"]["schedulerName"] == SCHEDULER
+        assert pod["spec"]["nodeName"] in {"gpu-a", "gpu-b"}
+    events = get(installed, "events", "-n", APP_NS)["items"]
+    reporters = {
+        e["involvedObject"]["name"]: e.get("reportingComponent")
+        for e in events
+        if e["reason"] == "Scheduled"
+    }
+    assert {reporters.get(p["metadata"]["name"]) for p in pods} == {SCHEDULER}
+
+    def costed() -> list[dict[str, Any]] | None:
+        now = get(installed, "pods", "-n", APP_NS, "-l", "app=gpu")["items"]
+        return now if all(COST in (p["metadata"].get("annotations") or {}) for p in now) else None
+
+    for pod in wait_until(costed, within=60, what="costs on every pod"):
+        spot = pod["spec"]["nodeName"] == "gpu-b"
+        assert (int(pod["metadata"]["annotations"][COST]) < 0) == spot, pod["metadata"]["name"]
+
+    operators = {p["metadata"]["name"] for p in component_pods(installed)["operator"]}
+    writes = [
+        e
+        for e in audit.writes_by(installed.audit_log)
+        if e.resource == "pods" and e.namespace == APP_NS
+    ]
+    assert writes, "no cost write by the chart's ServiceAccount in the audit log"
+    assert {e.pod for e in writes} <= operators
+    mutated = webhook_mutations(installed.audit_log, APP_NS)
+    assert mutated == len(pods)
+
+
+def webhook_mutations(log: Path, namespace: str) -> int:
+    """Pod creates the apiserver records as mutated by the chart's webhook. (The ReplicaSet
+    controller names its pods by generateName, so the record at this level has no name.)"""
+    count = 0
+    for line in log.read_text().splitlines():
+        raw = json.loads(line)
+        ref = raw.get("objectRef") or {}
+        if raw.get("verb") != "create" or ref.get("resource") != "pods":
+            continue
+        if ref.get("namespace") != namespace or raw.get("stage") != "ResponseComplete":
+            continue
+        notes = raw.get("annotations") or {}
+        for key, value in notes.items():
+            if key.startswith("mutation.webhook.admission.k8s.io/"):
+                record = json.loads(value)
+                if record.get("mutated") and record["webhook"].startswith("hints.schedpolicy"):
+                    count += 1
+    return count
+
+
+# ---- failover ------------------------------------------------------------------------------
+
+
+def lease_holder(cluster: LocalCluster) -> str:
+    return str(get(cluster, "lease", LEASE, "-n", NS)["spec"].get("holderIdentity") or "")
+
+
+def test_deleting_the_leader_hands_the_lease_over_and_the_old_pod_writes_nothing(
+    installed: LocalCluster,
+) -> None:
+    operators = [p["metadata"]["name"] for p in component_pods(installed)["operator"]]
+    holder = lease_holder(installed)
+    (leader,) = [name for name in operators if name in holder]
+    deleted_at = audit.now()
+    started = time.monotonic()
+    installed.kubectl("delete", "pod", leader, "-n", NS, "--wait=false")
+    new = wait_until(
+        lambda: (h := lease_holder(installed)) and leader not in h and h,
+        within=LEASE_SECONDS + 5,
+        what="another replica to take the Lease",
+    )
+    took = time.monotonic() - started
+    print(f"failover: {leader} deleted; {new} holds the Lease after {took:.1f}s")
+    installed.kubectl("scale", "deployment", "gpu", "-n", APP_NS, "--replicas=6")
+    bound_pods(installed, APP_NS, 6)
+    wait_until(
+        lambda: all(
+            COST in (p["metadata"].get("annotations") or {})
+            for p in get(installed, "pods", "-n", APP_NS, "-l", "app=gpu")["items"]
+        ),
+        within=60,
+        what="costs on the new pods, from the new leader",
+    )
+    late = [
+        e
+        for e in audit.writes_by(installed.audit_log, since=deleted_at)
+        if e.pod == leader and not (e.resource == "leases" and e.name == LEASE)
+    ]
+    assert late == [], late
+
+
+# ---- upgrade under load ----------------------------------------------------------------------
+
+
+class PodStream:
+    """Creates bare pods at a steady rate straight through the API, as a burst of users would."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, per_second: float) -> None:
+        self.url = f"{cluster.server}/api/v1/namespaces/{namespace}/pods"
+        self.context: ssl.SSLContext = cluster.ssl_context()
+        self.period = 1 / per_second
+        self.created: list[str] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodStream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        due = time.monotonic()
+        while not self._stop.is_set():
+            name = f"load-{len(self.created) + len(self.failed):05d}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": {"app": "load"}},
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "containers": [{"name": "c", "image": PAUSE_IMAGE}],
+                },
+            }
+            request = urllib.request.Request(
+                self.url,
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            try:
+                with urllib.request.urlopen(request, context=self.context, timeout=30):
+                    self.created.append(name)
+            except OSError as err:
+                self.failed.append(f"{name}: {err}")
+            due += self.period
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+
+def fail_open_count(cluster: LocalCluster) -> float:
+    metrics = cluster.kubectl("get", "--raw", "/metrics")
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("apiserver_admission_webhook_fail_open_count")
+    )
+
+
+def test_a_helm_upgrade_rolls_the_webhook_without_a_pod_created_unhinted(
+    installed: LocalCluster,
+) -> None:
+    installed.kubectl("create", "namespace", LOAD_NS)
+    before_pods = {p["metadata"]["name"] for p in component_pods(installed)["webhook"]}
+    before = fail_open_count(installed)
+    with PodStream(installed, LOAD_NS, per_second=10) as stream:
+        time.sleep(3)
+        # A changed value changes the webhook's pod template: a rolling update.
+        chart.install(installed.kubeconfig, VALUES, "webhook.verbose=true", upgrade=True)
+        time.sleep(3)
+    after_pods = {p["metadata"]["name"] for p in component_pods(installed)["webhook"]}
+    fail_opens = fail_open_count(installed) - before
+    pods = get(installed, "pods", "-n", LOAD_NS)["items"]
+    unhinted = [
+        p["metadata"]["name"] for p in pods if HINTS not in (p["metadata"].get("annotations") or {})
+    ]
+    print(
+        f"upgrade under load: {len(stream.created)} pods created at 10/s,"
+        f" {len(stream.failed)} creates failed, {fail_opens:.0f} fail-opens,"
+        f" {len(unhinted)} pods without hints"
+    )
+    assert before_pods.isdisjoint(after_pods), "the upgrade did not roll the webhook pods"
+    assert len(stream.created) >= 50
+    assert stream.failed == []
+    assert fail_opens == 0
+    assert unhinted == []
+
+
+# ---- uninstall, and a broken install ---------------------------------------------------------
+
+
+def test_uninstall_removes_the_chart_and_pod_creation_goes_on(installed: LocalCluster) -> None:
+    chart.uninstall(installed.kubeconfig)
+    wait_until(
+        lambda: not get(installed, "pods", "-n", NS)["items"] or None,
+        within=90,
+        what="every chart pod to go",
+    )
+    names = [
+        c["metadata"]["name"] for c in get(installed, "mutatingwebhookconfigurations")["items"]
+    ]
+    assert not [n for n in names if n.startswith("schedpolicy")], names
+    installed.kubectl(
+        "run",
+        "after",
+        "-n",
+        APP_NS,
+        f"--image={PAUSE_IMAGE}",
+        "--overrides",
+        json.dumps({"spec": {"nodeSelector": {"type": "kwok"}}}),
+    )
+    pod = get(installed, "pod", "after", "-n", APP_NS)
+    assert HINTS not in (pod["metadata"].get("annotations") or {})
+
+
+def test_an_install_with_a_missing_image_fails_naming_the_pod_and_the_reason(
+    installed: LocalCluster,
+) -> None:
+    with pytest.raises(chart.InstallError) as failed:
+        chart.install(installed.kubeconfig, VALUES, "image.tag=no-such-tag", wait="45s")
+    message = str(failed.value)
+    print(message)
+    assert "ErrImageNeverPull" in message
+    assert f"pod {chart.RELEASE}-" in message
