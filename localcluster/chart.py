@@ -154,12 +154,31 @@ def unready_pods(kubeconfig: Path) -> list[str]:
             for c in status.get("conditions", [])
             if c["type"] == "PodScheduled" and c["status"] != "True"
         ]
-        detail = "; ".join(why + unscheduled) or status.get("phase", "unknown")
+        probes = _probe_failures(kubeconfig, name)
+        detail = "; ".join(why + unscheduled + probes) or status.get("phase", "unknown")
         lines.append(f"pod {name}: {detail}")
         for c in status.get("containerStatuses", []):
             if c.get("restartCount", 0) > 0:
                 lines += [f"    {line}" for line in _last_words(kubeconfig, name, c["name"])]
     return lines
+
+
+def _probe_failures(kubeconfig: Path, pod: str) -> list[str]:
+    """The kubelet's latest probe failure for a pod that runs but is not Ready."""
+    proc = subprocess.run(
+        [
+            str(binaries.path("kubectl")),
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            *("get", "events", "-o", "json"),
+            f"--field-selector=involvedObject.name={pod},reason=Unhealthy",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    events = json.loads(proc.stdout)["items"] if proc.returncode == 0 else []
+    return [events[-1]["message"]] if events else []
 
 
 def _last_words(kubeconfig: Path, pod: str, container: str) -> list[str]:
