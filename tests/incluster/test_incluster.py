@@ -364,12 +364,13 @@ def test_deleting_the_leader_hands_the_lease_over_and_the_old_pod_writes_nothing
     started = time.monotonic()
     installed.kubectl("delete", "pod", leader, "-n", NS, "--wait=false")
     new = wait_until(
-        lambda: (h := lease_holder(installed)) and leader not in h and h,
+        lambda: h if (h := lease_holder(installed)) and leader not in h else None,
         within=LEASE_SECONDS + 5,
         what="another replica to take the Lease",
     )
     took = time.monotonic() - started
     print(f"failover: {leader} deleted; {new} holds the Lease after {took:.1f}s")
+    assert any(name in new for name in operators if name != leader), new
     installed.kubectl("scale", "deployment", "gpu", "-n", APP_NS, "--replicas=6")
     bound_pods(installed, APP_NS, 6)
     wait_until(

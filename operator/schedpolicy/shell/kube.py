@@ -270,6 +270,23 @@ class Kube:
         lock.api_instance = _FieldManaged(lock.api_instance)  # type: ignore[assignment]
         return lock
 
+    async def release_lease(self, name: str, namespace: str, identity: str) -> bool:
+        """Hands the Lease back on shutdown, as client-go's ReleaseOnCancel does: with no
+        holder, the next candidate takes it at its next retry instead of waiting out the
+        lease. Only if this identity still holds it; the replace carries the resourceVersion
+        it read, so a concurrent takeover wins."""
+        leases = client.CoordinationV1Api(self.api)
+        with _typed_errors():
+            lease = await leases.read_namespaced_lease(name, namespace)
+            if lease.spec is None or lease.spec.holder_identity != identity:
+                return False
+            lease.spec.holder_identity = ""
+            lease.spec.lease_duration_seconds = 1
+            await leases.replace_namespaced_lease(
+                name=name, namespace=namespace, body=lease, field_manager=FIELD_MANAGER
+            )
+        return True
+
     async def _send(
         self,
         method: str,

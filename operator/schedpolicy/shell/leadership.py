@@ -38,9 +38,11 @@ class Leadership:
         self.settings = settings
         self.lead = lead
         self.leading = False
+        self._leading_task: asyncio.Task[None] | None = None
 
     async def _started(self) -> None:
         self.leading = True
+        self._leading_task = asyncio.current_task()
         log.info(
             "%s leads (Lease %s/%s)",
             self.settings.identity,
@@ -61,6 +63,23 @@ class Leadership:
             self.settings.name,
         )
 
+    async def _release(self) -> None:
+        """On shutdown: stop writing first, then hand the Lease back, so that a deleted
+        leader's successor takes over in a retry period, not a whole lease duration."""
+        task, self._leading_task = self._leading_task, None
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        s = self.settings
+        try:
+            if await self.kube.release_lease(s.name, s.namespace, s.identity):
+                log.info("%s released the Lease %s/%s", s.identity, s.namespace, s.name)
+        except Exception as err:
+            # It expires on its own: the successor only waits longer.
+            log.warning("could not release the Lease: %s", err)
+
     async def run(self) -> None:
         s = self.settings
         while True:
@@ -78,6 +97,7 @@ class Leadership:
             try:
                 await election.run()  # returns once leadership is lost
             except asyncio.CancelledError:
+                await self._release()
                 raise
             except Exception:
                 log.exception("leader election failed; retrying")
