@@ -120,17 +120,7 @@ def uninstall(kubeconfig: Path) -> None:
 def unready_pods(kubeconfig: Path) -> list[str]:
     """One line per pod of the release namespace that is not Ready: which container waits
     or failed, with the kubelet's reason and message."""
-    proc = subprocess.run(
-        [
-            str(binaries.path("kubectl")),
-            f"--kubeconfig={kubeconfig}",
-            f"--namespace={NAMESPACE}",
-            *("get", "pods", "-o", "json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _kubectl(kubeconfig, "get", "pods", "-o", "json")
     if proc.returncode != 0:
         return [f"(pods unreadable: {proc.stderr.strip()})"]
     lines = []
@@ -165,17 +155,10 @@ def unready_pods(kubeconfig: Path) -> list[str]:
 
 def _probe_failures(kubeconfig: Path, pod: str) -> list[str]:
     """The kubelet's latest probe failure for a pod that runs but is not Ready."""
-    proc = subprocess.run(
-        [
-            str(binaries.path("kubectl")),
-            f"--kubeconfig={kubeconfig}",
-            f"--namespace={NAMESPACE}",
-            *("get", "events", "-o", "json"),
-            f"--field-selector=involvedObject.name={pod},reason=Unhealthy",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = _kubectl(
+        kubeconfig,
+        *("get", "events", "-o", "json"),
+        f"--field-selector=involvedObject.name={pod},reason=Unhealthy",
     )
     events = json.loads(proc.stdout)["items"] if proc.returncode == 0 else []
     return [events[-1]["message"]] if events else []
@@ -183,15 +166,11 @@ def _probe_failures(kubeconfig: Path, pod: str) -> list[str]:
 
 def _last_words(kubeconfig: Path, pod: str, container: str) -> list[str]:
     """The end of a crashed container's previous log, through the kubelet."""
-    proc = subprocess.run(
-        [
-            str(binaries.path("kubectl")),
-            f"--kubeconfig={kubeconfig}",
-            f"--namespace={NAMESPACE}",
-            *("logs", pod, "-c", container, "--previous", "--tail=8"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _kubectl(kubeconfig, "logs", pod, "-c", container, "--previous", "--tail=8")
     return (proc.stdout or proc.stderr).strip().splitlines()
+
+
+def _kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """kubectl in the release namespace; the caller reads the status."""
+    argv = [str(binaries.path("kubectl")), f"--kubeconfig={kubeconfig}", f"--namespace={NAMESPACE}"]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60)

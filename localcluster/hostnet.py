@@ -30,7 +30,7 @@ class HostNetError(RuntimeError):
     pass
 
 
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if check and proc.returncode != 0:
         raise HostNetError(f"{' '.join(argv)}: {proc.stderr.strip() or proc.stdout.strip()}")
@@ -49,22 +49,22 @@ class HostNetwork:
     state: Path
 
     def create(self) -> None:
-        routes = json.loads(_run("ip", "-j", "route").stdout or "[]")
+        routes = json.loads(run("ip", "-j", "route").stdout or "[]")
         taken = [r for r in routes if r.get("dev") != BRIDGE and _overlaps(r.get("dst", ""))]
         if taken:
             raise HostNetError(f"{SUBNET} is already routed on this machine: {taken}")
         if not self.state.exists():
             saved = {p: _sysctl(p).read_text().strip() for p in SYSCTLS}
             self.state.write_text(json.dumps(saved))
-        if _run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
-            _run("ip", "link", "add", BRIDGE, "type", "bridge")
-        _run("ip", "addr", "replace", f"{GATEWAY}/{SUBNET.prefixlen}", "dev", BRIDGE)
-        _run("ip", "link", "set", BRIDGE, "up")
+        if run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+            run("ip", "link", "add", BRIDGE, "type", "bridge")
+        run("ip", "addr", "replace", f"{GATEWAY}/{SUBNET.prefixlen}", "dev", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
 
     def delete(self) -> None:
         for veth in veths():
-            _run("ip", "link", "delete", veth, check=False)
-        _run("ip", "link", "delete", BRIDGE, check=False)
+            run("ip", "link", "delete", veth, check=False)
+        run("ip", "link", "delete", BRIDGE, check=False)
         delete_chains()
         if self.state.exists():
             for path, value in json.loads(self.state.read_text()).items():
@@ -84,7 +84,7 @@ def _overlaps(dst: str) -> bool:
 def veths() -> list[str]:
     """Host ends of the pods' veth pairs still attached to the bridge."""
     links = json.loads(
-        _run("ip", "-j", "link", "show", "master", BRIDGE, check=False).stdout or "[]"
+        run("ip", "-j", "link", "show", "master", BRIDGE, check=False).stdout or "[]"
     )
     return [link["ifname"] for link in links]
 
@@ -102,29 +102,29 @@ def delete_chains() -> None:
     the jumps to them from the built-in chains, then their rules, then the chains."""
     for tool in _iptables():
         for table in ("filter", "nat", "mangle"):
-            listed = _run(tool, "-t", table, "-S", check=False).stdout.splitlines()
+            listed = run(tool, "-t", table, "-S", check=False).stdout.splitlines()
             ours = [line[3:] for line in listed if line.startswith("-N ") and CHAIN.match(line[3:])]
             for line in listed:
                 words = shlex.split(line)
                 if words[:1] == ["-A"] and words[1] not in ours and CHAIN.search(line):
-                    _run(tool, "-t", table, "-D", *words[1:], check=False)
+                    run(tool, "-t", table, "-D", *words[1:], check=False)
             for chain in ours:
-                _run(tool, "-t", table, "-F", chain, check=False)
+                run(tool, "-t", table, "-F", chain, check=False)
             for chain in ours:
-                _run(tool, "-t", table, "-X", chain, check=False)
+                run(tool, "-t", table, "-X", chain, check=False)
 
 
 def leftovers(workdir: Path | None = None) -> list[str]:
     """What a run of the real node would have left on this machine, one line each."""
     found: list[str] = []
-    if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
+    if run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         found.append(f"link {BRIDGE}")
     for tool in _iptables():
-        saved = _run(f"{tool}-save", check=False).stdout if shutil.which(f"{tool}-save") else ""
+        saved = run(f"{tool}-save", check=False).stdout if shutil.which(f"{tool}-save") else ""
         chains = sorted({m.group(0) for m in CHAIN.finditer(saved)})
         found += [f"{tool}: {chain}" for chain in chains]
     if shutil.which("nft"):
-        tables = _run("nft", "list", "tables", check=False).stdout
+        tables = run("nft", "list", "tables", check=False).stdout
         found += [f"nft {line.strip()}" for line in tables.splitlines() if "kube-proxy" in line]
     for line in Path("/proc/mounts").read_text().splitlines():
         target = line.split()[1]

@@ -287,9 +287,9 @@ state = "{base / "state"}"
         self.supervisor.stop("containerd")
         self._kill_shims()
         self._unmount_all()
-        _run(str(binaries.path("kube-proxy")), "--cleanup", check=False)
+        hostnet.run(str(binaries.path("kube-proxy")), "--cleanup", check=False)
         for family in ("ip", "ip6"):
-            _run("nft", "delete", "table", family, "kube-proxy", check=False)
+            hostnet.run("nft", "delete", "table", family, "kube-proxy", check=False)
         self.net.delete()
         _remove_cgroups()
         _remove_log_links(self.dir / "pod-logs")
@@ -299,10 +299,12 @@ state = "{base / "state"}"
         if not self.runc_root.exists():
             return
         for namespace in self.runc_root.iterdir():
-            listed = _run(RUNC, f"--root={namespace}", "list", "--quiet", check=False).stdout
+            listed = hostnet.run(RUNC, f"--root={namespace}", "list", "--quiet", check=False).stdout
             for container in listed.split():
-                _run(RUNC, f"--root={namespace}", "kill", container, "KILL", check=False)
-                _run(RUNC, f"--root={namespace}", "delete", "--force", container, check=False)
+                hostnet.run(RUNC, f"--root={namespace}", "kill", container, "KILL", check=False)
+                hostnet.run(
+                    RUNC, f"--root={namespace}", "delete", "--force", container, check=False
+                )
 
     def _kill_shims(self) -> None:
         needle = f"-address {self.containerd_sock}"
@@ -325,7 +327,7 @@ state = "{base / "state"}"
             if not targets:
                 return
             for target in sorted(targets, key=len, reverse=True):
-                _run("umount", "--lazy", target, check=False)
+                hostnet.run("umount", "--lazy", target, check=False)
 
 
 def _cni_config(ipam_dir: Path) -> dict[str, Any]:
@@ -351,13 +353,6 @@ def _cni_config(ipam_dir: Path) -> dict[str, Any]:
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }
-
-
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    if check and proc.returncode != 0:
-        raise NodeError(f"{' '.join(argv)}: {proc.stderr.strip()}")
-    return proc
 
 
 def _http_ok(url: str) -> bool:
