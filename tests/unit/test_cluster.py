@@ -50,7 +50,7 @@ def test_pod_record_reads_what_the_signals_need() -> None:
     raw = pod("a", "u1", cpu="250m", annotations={COST_ANNOTATION: "100"})
     raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
     record = pod_record(raw)
-    assert (record.cpu_mcpu, record.replicaset_uid, record.cost) == (250, "rs1", "100")
+    assert (record.requests["cpu"], record.replicaset_uid, record.cost) == (250, "rs1", "100")
     assert record.conditions == {"Ready": "True"}
     assert record.counts_toward_fill
 
@@ -74,16 +74,16 @@ def test_node_fill_follows_pods() -> None:
     assert affected.nodes == {"n1"}
     assert affected.replicasets == {"rs1"}
     view.upsert_pod(pod("b", "u2", cpu="1"))
-    assert view.requested_mcpu("n1") == 1500
+    assert view.requested("n1").get("cpu", 0) == 1500
     # A finished pod no longer fills its node.
     _, affected = view.upsert_pod(pod("b", "u2", cpu="1", phase="Succeeded"))
-    assert view.requested_mcpu("n1") == 500
+    assert view.requested("n1").get("cpu", 0) == 500
     assert affected.nodes == {"n1"}
     # A status-only change of a running pod touches nothing else.
     _, affected = view.upsert_pod(pod("a", "u1"))
     assert (affected.nodes, affected.replicasets) == (set(), set())
     view.remove_pod("u1")
-    assert view.requested_mcpu("n1") == 0
+    assert view.requested("n1").get("cpu", 0) == 0
     assert view.pods_on_node("n1") == {"u2"}
 
 
@@ -94,7 +94,7 @@ def test_daemonset_pods_do_not_count_toward_fill() -> None:
         {"kind": "DaemonSet", "name": "d", "uid": "d1", "controller": True}
     ]
     view.upsert_pod(raw)
-    assert view.requested_mcpu("n1") == 0
+    assert view.requested("n1").get("cpu", 0) == 0
 
 
 def test_recreated_name_replaces_the_old_uid() -> None:

@@ -88,7 +88,7 @@ def test_unbound_pod_scores_zero_everywhere() -> None:
 )
 def test_node_consolidation(alloc: int, used: int, points: int) -> None:
     s = spec({"type": "NodeConsolidation", "nodeConsolidation": {"points": 400}}, bucket=1)
-    decision = decide(s, on(node_allocatable_mcpu=alloc, node_requested_mcpu=used), NOW)
+    decision = decide(s, on(node_allocatable={"cpu": alloc}, node_requested={"cpu": used}), NOW)
     assert decision.signals[0].points == points
 
 
@@ -220,8 +220,8 @@ def test_signals_sum_and_the_explanation_shows_every_step() -> None:
     )
     inputs = on(
         {"karpenter.sh/capacity-type": "spot", ZONE: "a"},
-        node_allocatable_mcpu=4000,
-        node_requested_mcpu=1000,
+        node_allocatable={"cpu": 4000},
+        node_requested={"cpu": 1000},
         zone_counts={"a": 4, "b": 2},
         eligible_zones=frozenset({"a", "b"}),
     )
@@ -255,7 +255,7 @@ def test_zones_tied_for_least_filled_score_alike() -> None:
 def test_consolidation_is_exact_integer_arithmetic() -> None:
     # As floats, 700 x (700/1000) is 489.99999999999994; floor of that would lose a point.
     s = spec({"type": "NodeConsolidation", "nodeConsolidation": {"points": 700}}, bucket=10)
-    decision = decide(s, on(node_allocatable_mcpu=1000, node_requested_mcpu=700), NOW)
+    decision = decide(s, on(node_allocatable={"cpu": 1000}, node_requested={"cpu": 700}), NOW)
     assert (decision.signals[0].points, decision.final) == (490, 490)
 
 
@@ -283,8 +283,8 @@ def test_the_readme_worked_example(pod: str, capacity: str, fill_mcpu: int, cost
     policy = DeletionCost.model_validate(doc["spec"]["deletionCost"])
     inputs = on(
         {"karpenter.sh/capacity-type": capacity},
-        node_allocatable_mcpu=1000,
-        node_requested_mcpu=fill_mcpu,
+        node_allocatable={"cpu": 1000},
+        node_requested={"cpu": fill_mcpu},
     )
     assert decide(policy, inputs, NOW).final == cost, pod
 

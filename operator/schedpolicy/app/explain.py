@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from schedpolicy.core import api, matching, ranking, wellknown, write_gate
+from schedpolicy.core import api, costs, matching, ranking, wellknown, write_gate
 from schedpolicy.core.gpu import label_keys, parse_owned
 from schedpolicy.core.timestamps import render, seconds_since, to_nanos
 from schedpolicy.core.wellknown import (
@@ -125,9 +125,7 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
     }
     if decision is not None:
         out["cost"] = {
-            "signals": [
-                {"type": s.type, "points": s.points, "detail": s.detail} for s in decision.signals
-            ],
+            "signals": [_signal(s) for s in decision.signals],
             "sum": decision.raw,
             "bucket": decision.bucket,
             "bucketed": decision.bucketed,
@@ -140,6 +138,28 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
     out["write"] = _write_state(result.plan, out["stored"], policy, now)
     hints = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
     out["hints"] = json.loads(hints) if hints else None
+    return out
+
+
+def _signal(signal: costs.SignalPoints) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": signal.type, "points": signal.points, "detail": signal.detail}
+    if signal.fill is not None:
+        out["fill"] = {
+            "value": float(signal.fill.fill),
+            "dominant": signal.fill.dominant,
+            "tiedWith": list(signal.fill.tied),
+            "shares": [
+                {
+                    "resource": share.resource,
+                    "requested": costs.amount(share.resource, share.requested),
+                    "allocatable": costs.amount(share.resource, share.allocatable)
+                    if share.advertised
+                    else None,
+                    "share": float(share.share) if share.advertised else None,
+                }
+                for share in signal.fill.shares
+            ],
+        }
     return out
 
 
@@ -307,6 +327,20 @@ def table(rows: list[list[str]]) -> str:
     )
 
 
+def _shares_table(fill: Mapping[str, Any]) -> str:
+    rows = [["RESOURCE", "REQUESTED", "ALLOCATABLE", "SHARE", ""]] + [
+        [
+            x["resource"],
+            x["requested"],
+            x["allocatable"] or "(not advertised)",
+            f"{x['share']:.2f}" if x["share"] is not None else "skipped",
+            "dominant" if x["resource"] == fill["dominant"] else "",
+        ]
+        for x in fill["shares"]
+    ]
+    return table(rows)
+
+
 def render_pod(out: Mapping[str, Any]) -> str:
     lines = [
         f"Pod:       {out['pod']}  (uid {out['uid']})",
@@ -321,9 +355,10 @@ def render_pod(out: Mapping[str, Any]) -> str:
         rows = [["SIGNAL", "POINTS", "DETAIL"]] + [
             [s["type"], f"{s['points']:+d}", s["detail"]] for s in cost["signals"]
         ]
+        lines += ["", table(rows)]
+        for fill in (s["fill"] for s in cost["signals"] if s.get("fill")):
+            lines += ["", f"Node fill {fill['value']:.2f}:", _shares_table(fill)]
         lines += [
-            "",
-            table(rows),
             "",
             f"Sum {cost['sum']:+d} -> bucket {cost['bucket']}: {cost['bucketed']:+d} -> "
             f"clamp [{cost['bounds'][0]}, {cost['bounds'][1]}]: {cost['final']}",

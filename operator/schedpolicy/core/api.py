@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from schedpolicy.core.wellknown import SECONDARY_SCHEDULER
@@ -151,15 +158,56 @@ class CapacityTypeSignal(Model):
     )
 
 
+# A resource name as the API spells it: `cpu`, `memory`, `hugepages-2Mi`, or an extended
+# resource with its domain (`nvidia.com/gpu`). RE2 and Python read this pattern alike.
+RESOURCE_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+MAX_CONSOLIDATION_RESOURCES = 4
+ResourceName = Annotated[str, Field(min_length=1, max_length=317)]
+
+
 class NodeConsolidationSignal(Model):
-    """Points that rise with how full the pod's node is: `floor(points * fill)`, where fill is
-    the CPU requested by the node's non-terminal, non-DaemonSet pods over its allocatable CPU,
-    capped at 1. Pods on the emptiest nodes get the fewest points and go first, which lets
-    those nodes be consolidated."""
+    """Points that rise with how full the pod's node is: `floor(points * fill)`. Fill is the
+    dominant share: the largest, over `resources`, of what the node's non-terminal,
+    non-DaemonSet pods request over what the node has allocatable, capped at 1. A resource the
+    node does not advertise (a CPU node for nvidia.com/gpu) is skipped for that node, and a node
+    that advertises none of them counts as empty. Pods on the emptiest nodes get the fewest
+    points and go first, which lets those nodes be consolidated: list nvidia.com/gpu to free
+    whole GPU nodes rather than the CPU-emptiest ones."""
 
     points: Annotated[int, Field(ge=1, le=MAX_POINTS)] = Field(
         default=500, description="Points for a pod on a completely full node."
     )
+    resources: list[ResourceName] = Field(
+        default_factory=lambda: ["cpu"],
+        min_length=1,
+        max_length=MAX_CONSOLIDATION_RESOURCES,
+        description="Resources whose share of the node makes its fill, the largest share winning"
+        " (default [cpu]). Any resource name is valid, extended ones included"
+        " (nvidia.com/gpu, amd.com/gpu); at most 4, none twice.",
+        json_schema_extra=validations(
+            cel(
+                f"self.all(r, r.matches('{RESOURCE_NAME}'))",
+                "each resource must be a resource name such as cpu, memory or nvidia.com/gpu",
+            ),
+            cel("self.all(r, self.exists_one(s, s == r))", "resources must not repeat"),
+        ),
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _resource_names(cls, resources: list[str]) -> list[str]:
+        for index, name in enumerate(resources):
+            if not re.match(RESOURCE_NAME, name):
+                raise ValueError(
+                    f"item {index}, {name!r}, is not a resource name such as cpu, memory"
+                    " or nvidia.com/gpu"
+                )
+        if len(set(resources)) != len(resources):
+            raise ValueError("resources must not repeat")
+        return resources
 
 
 class ZoneBalanceSignal(Model):

@@ -10,9 +10,10 @@ says in words how each was reached, for `schedpolicy explain`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Literal
 
 from schedpolicy.core.api import (
@@ -39,8 +40,10 @@ class CostInputs:
 
     node_name: str | None = None
     node_labels: Mapping[str, str] = field(default_factory=dict)
-    node_allocatable_mcpu: int = 0
-    node_requested_mcpu: int = 0
+    # Milli-units per resource name (millicores for cpu, thousandths of a byte for memory),
+    # so that any two amounts of one resource divide exactly.
+    node_allocatable: Mapping[str, int] = field(default_factory=dict)
+    node_requested: Mapping[str, int] = field(default_factory=dict)
     # The pod's ReplicaSet's active pods per zone, with every eligible zone present (maybe 0).
     zone_counts: Mapping[str, int] = field(default_factory=dict)
     eligible_zones: frozenset[str] = frozenset()
@@ -51,10 +54,82 @@ class CostInputs:
 
 
 @dataclass(frozen=True)
+class ResourceShare:
+    """One resource's part in a node's fill: requested over allocatable, in milli-units."""
+
+    resource: str
+    requested: int
+    allocatable: int  # 0 when the node does not advertise the resource
+
+    @property
+    def advertised(self) -> bool:
+        return self.allocatable > 0
+
+    @property
+    def share(self) -> Fraction:
+        if not self.advertised:
+            return Fraction(0)
+        return Fraction(min(self.requested, self.allocatable), self.allocatable)
+
+    def describe(self) -> str:
+        if not self.advertised:
+            return f"{self.resource} not advertised (skipped)"
+        return (
+            f"{self.resource} {amount(self.resource, self.requested)} of"
+            f" {amount(self.resource, self.allocatable)} ({float(self.share):.2f})"
+        )
+
+
+@dataclass(frozen=True)
+class NodeFill:
+    """A node's dominant share over the listed resources."""
+
+    shares: tuple[ResourceShare, ...]
+    dominant: str | None  # None when the node advertises none of the resources
+    tied: tuple[str, ...] = ()  # other resources whose share equals the dominant one
+
+    @property
+    def fill(self) -> Fraction:
+        return max((s.share for s in self.shares), default=Fraction(0))
+
+
+def node_fill(
+    resources: Sequence[str], allocatable: Mapping[str, int], requested: Mapping[str, int]
+) -> NodeFill:
+    shares = tuple(
+        ResourceShare(r, requested.get(r, 0), max(0, allocatable.get(r, 0))) for r in resources
+    )
+    advertised = [s for s in shares if s.advertised]
+    if not advertised:
+        return NodeFill(shares, None)
+    # On a tie the first listed wins, so the answer never depends on dict order.
+    top = max(advertised, key=lambda s: s.share)
+    tied = tuple(s.resource for s in advertised if s.share == top.share and s is not top)
+    return NodeFill(shares, top.resource, tied)
+
+
+_BYTE_RESOURCES = ("memory", "ephemeral-storage")
+_BINARY = ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"))
+
+
+def amount(resource: str, milli: int) -> str:
+    """A milli-unit amount as kubectl would show it: 1500m of CPU, 8Gi of memory, 3 GPUs."""
+    if resource == "cpu" or milli % 1000:
+        return f"{milli}m"
+    whole = milli // 1000
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        for size, suffix in _BINARY:
+            if whole and whole % size == 0:
+                return f"{whole // size}{suffix}"
+    return str(whole)
+
+
+@dataclass(frozen=True)
 class SignalPoints:
     type: str
     points: int
     detail: str
+    fill: NodeFill | None = None  # NodeConsolidation's per-resource shares
 
 
 @dataclass(frozen=True)
@@ -107,19 +182,30 @@ def _capacity(params: CapacityTypeSignal, inputs: CostInputs) -> tuple[int, str]
     return points[kind], f"node {inputs.node_name} is {kind} ({source})"
 
 
-def _consolidation(params: NodeConsolidationSignal, inputs: CostInputs) -> tuple[int, str]:
+def consolidation(
+    params: NodeConsolidationSignal, inputs: CostInputs
+) -> tuple[int, str, NodeFill | None]:
+    """NodeConsolidation's points, in words, and the shares they came from."""
     if inputs.node_name is None:
-        return 0, "the pod is not on a node yet"
-    alloc, used = inputs.node_allocatable_mcpu, inputs.node_requested_mcpu
-    if alloc <= 0:
-        return 0, f"node {inputs.node_name} has no allocatable CPU; treated as empty"
-    fill = min(1.0, used / alloc)
+        return 0, "the pod is not on a node yet", None
+    found = node_fill(params.resources, inputs.node_allocatable, inputs.node_requested)
+    node = inputs.node_name
+    if found.dominant is None:
+        listed = ", ".join(params.resources)
+        return 0, f"node {node} advertises none of {listed}; treated as empty", found
+    fill = found.fill
     # Integer arithmetic: float `points * fill` can land a hair below a whole number
     # (700 x 0.7 = 489.99...) and floor would then take a point away.
-    points = params.points * min(used, alloc) // alloc
-    return points, (
-        f"node {inputs.node_name} has {used}m of {alloc}m CPU requested (fill {fill:.2f});"
-        f" {params.points} x {fill:.2f}"
+    points = params.points * fill.numerator // fill.denominator
+    share_words = ", ".join(s.describe() for s in found.shares)
+    fill_words = f"fill {float(fill):.2f}"
+    if len(found.shares) > 1:
+        tied = f", tied with {', '.join(found.tied)}" if found.tied else ""
+        fill_words += f" ({found.dominant} dominates{tied})"
+    return (
+        points,
+        f"node {node}: {share_words}; {fill_words}; {params.points} x {float(fill):.2f}",
+        found,
     )
 
 
@@ -181,7 +267,8 @@ def signal_points(
     if signal.capacity_type is not None:
         return _capacity(signal.capacity_type, inputs)
     if signal.type == "NodeConsolidation":
-        return _consolidation(signal.consolidation(), inputs)
+        points, detail, _ = consolidation(signal.consolidation(), inputs)
+        return points, detail
     if signal.type == "ZoneBalance":
         return _zone_balance(signal.balance(), inputs)
     if signal.pod_condition is not None:
@@ -198,6 +285,10 @@ def decide(spec: DeletionCost, inputs: CostInputs, now: datetime) -> CostDecisio
     parts: list[SignalPoints] = []
     hold: Rejection | None = None
     for index, signal in enumerate(spec.signals):
+        if signal.type == "NodeConsolidation":
+            points, detail, fill = consolidation(signal.consolidation(), inputs)
+            parts.append(SignalPoints(signal.type, points, detail, fill))
+            continue
         result = signal_points(index, signal, inputs, now)
         if isinstance(result, Rejection):
             hold = hold or result

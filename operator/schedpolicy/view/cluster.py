@@ -166,10 +166,10 @@ class ClusterView:
     def _ripple(self, old: PodRecord | None, new: PodRecord | None) -> Affected:
         affected = Affected()
 
-        def fill(p: PodRecord | None) -> tuple[str | None, int]:
-            return (
-                (p.node_name, p.cpu_mcpu) if p is not None and p.counts_toward_fill else (None, 0)
-            )
+        def fill(p: PodRecord | None) -> tuple[str | None, Mapping[str, int]]:
+            if p is None or not p.counts_toward_fill:
+                return (None, {})
+            return (p.node_name, p.requests)
 
         def spread(p: PodRecord | None) -> tuple[str | None, str | None]:
             if p is None or not p.active:
@@ -191,7 +191,7 @@ class ClusterView:
         old = self.nodes.get(new.name)
         self.nodes[new.name] = new
         affected = Affected()
-        if old is None or (old.labels, old.allocatable_mcpu) != (new.labels, new.allocatable_mcpu):
+        if old is None or (old.labels, old.allocatable) != (new.labels, new.allocatable):
             affected.nodes.add(new.name)
         if old is None or old.labels.get(INSTANCE_TYPE_LABEL) != new.labels.get(
             INSTANCE_TYPE_LABEL
@@ -261,8 +261,9 @@ class ClusterView:
             )
         return self._instance_types
 
-    def requested_mcpu(self, node: str) -> int:
-        return self._index.requested_mcpu(node)
+    def requested(self, node: str) -> Mapping[str, int]:
+        """Milli-units per resource requested by the node's pods that count toward its fill."""
+        return self._index.requested(node)
 
     def pods_on_node(self, node: str) -> Set[str]:
         return self._index.on_node(node)

@@ -67,8 +67,8 @@ def cost_inputs(view: ClusterView, pod: PodRecord, policy: matching.Policy) -> c
     return costs.CostInputs(
         node_name=pod.node_name if node is not None else None,
         node_labels=node.labels if node is not None else {},
-        node_allocatable_mcpu=node.allocatable_mcpu if node is not None else 0,
-        node_requested_mcpu=view.requested_mcpu(node.name) if node is not None else 0,
+        node_allocatable=node.allocatable if node is not None else {},
+        node_requested=view.requested(node.name) if node is not None else {},
         zone_counts=spread.counts if spread else {},
         eligible_zones=view.eligible_zones() if needs_zones else frozenset(),
         zone_rank=spread.ranks.get(pod.uid) if spread else None,

@@ -39,6 +39,7 @@ class Shared:
         self._limit = limit
         self._maps: dict[frozenset[tuple[str, str]], dict[str, str]] = {}
         self._sets: dict[frozenset[str], frozenset[str]] = {}
+        self._amounts: dict[frozenset[tuple[str, int]], dict[str, int]] = {}
 
     def text(self, value: str) -> str:
         return sys.intern(value)
@@ -59,6 +60,18 @@ class Shared:
             return _EMPTY
         return {sys.intern(k): v for k, v in items.items()}
 
+    def amounts(self, items: Mapping[str, int]) -> dict[str, int]:
+        """Resource amounts: the pods of one ReplicaSet, and nodes of one type, repeat them."""
+        if not items:
+            return _NO_AMOUNTS
+        key = frozenset(items.items())
+        found = self._amounts.get(key)
+        if found is None:
+            if len(self._amounts) >= self._limit:
+                self._amounts.clear()
+            found = self._amounts[key] = {sys.intern(k): v for k, v in items.items()}
+        return found
+
     def names(self, values: Iterable[str]) -> frozenset[str]:
         key = frozenset(values)
         if not key:
@@ -72,6 +85,7 @@ class Shared:
 
 
 _EMPTY: dict[str, str] = {}
+_NO_AMOUNTS: dict[str, int] = {}
 _NONE: frozenset[str] = frozenset()
 SHARED = Shared()
 
@@ -169,8 +183,8 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     phase: str
     terminating: bool
     conditions: Mapping[str, str]
-    cpu_mcpu: int
-    gpus: int
+    # Effective requests (resources.py) in milli-units, every resource the pod asks for.
+    requests: Mapping[str, int]
     pod_ip: str | None
     scheduler_name: str
     created: str
@@ -250,8 +264,7 @@ def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> P
         phase=text(status.phase or "Pending"),
         terminating=meta.deletion_timestamp is not None,
         conditions=shared.mapping({c.type: c.status for c in status.conditions or ()}),
-        cpu_mcpu=millicores(requests["cpu"]) if "cpu" in requests else 0,
-        gpus=int(requests[GPU_RESOURCE]) if GPU_RESOURCE in requests else 0,
+        requests=shared.amounts({k: millicores(v) for k, v in requests.items()}),
         pod_ip=status.pod_ip or None,
         scheduler_name=text(spec.scheduler_name or "default-scheduler"),
         created=meta.creation_timestamp or "",
@@ -270,8 +283,7 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     resource_version: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    allocatable_mcpu: int
-    allocatable_gpus: int
+    allocatable: Mapping[str, int]  # milli-units per resource, as PodRecord.requests
     ready: bool
     unschedulable: bool
     label_managers: Mapping[str, frozenset[str]]  # label key -> field managers owning it
@@ -281,25 +293,27 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
         return self.labels.get(ZONE_LABEL)
 
     @property
+    def allocatable_gpus(self) -> int:
+        return self.allocatable.get(GPU_RESOURCE, 0) // 1000
+
+    @property
     def eligible(self) -> bool:
         return self.ready and not self.unschedulable
 
 
-def _quantity_or_zero(value: Any) -> int:
-    try:
-        return int(parse_quantity(value)) if value is not None else 0
-    except QuantityError:
-        return 0
+def _milli_amounts(quantities: Mapping[str, Any]) -> dict[str, int]:
+    out = {}
+    for name, value in quantities.items():
+        try:
+            out[name] = millicores(parse_quantity(value))
+        except QuantityError:
+            continue  # a node's odd resource must not hide its others
+    return out
 
 
 def node_record(body: Mapping[str, Any] | wire.Node, shared: Shared = SHARED) -> NodeRecord:
     node = _as(wire.Node, body)
     meta, status = node.metadata, node.status
-    allocatable = status.allocatable or {}
-    try:
-        cpu = millicores(parse_quantity(allocatable.get("cpu", "0")))
-    except QuantityError:
-        cpu = 0
     ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or ())
     return NodeRecord(
         name=shared.text(meta.name),
@@ -309,8 +323,7 @@ def node_record(body: Mapping[str, Any] | wire.Node, shared: Shared = SHARED) ->
         annotations={
             k: v for k, v in (meta.annotations or {}).items() if k.startswith("schedpolicy.io/")
         },
-        allocatable_mcpu=cpu,
-        allocatable_gpus=_quantity_or_zero(allocatable.get(GPU_RESOURCE)),
+        allocatable=shared.amounts(_milli_amounts(status.allocatable or {})),
         ready=ready,
         unschedulable=node.spec.unschedulable,
         label_managers=_label_managers(meta.managed_fields or ()),
