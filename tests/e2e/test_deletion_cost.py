@@ -23,6 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess
+from localcluster.topology import FakeNode
 from schedpolicy.app import explain
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.kube import Credentials, Kube, PreconditionFailed
@@ -35,6 +36,7 @@ WARM = "example.com/cache-warm"
 SAMPLE = "schedpolicy.io/metric"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 COST_FIELD = f"f:{COST_ANNOTATION}"
+GPU = "nvidia.com/gpu"
 
 
 def costs_of(pods: list[client.V1Pod]) -> dict[str, str | None]:
@@ -291,6 +293,108 @@ async def test_emptiest_node_is_emptied_first(
     _, deleted = await scale_down(api, namespace, before, 4)
 
     assert [p.spec.node_name for p in deleted] == [empty.name, empty.name]
+
+
+def freed_by_ideal(replicas_on: dict[str, int], removed: int) -> set[str]:
+    """The offline ideal: empty the nodes holding the fewest replicas first, while the
+    removals last. Smallest-first frees the most nodes (every node is worth one)."""
+    freed: set[str] = set()
+    for node, count in sorted(replicas_on.items(), key=lambda kv: (kv[1], kv[0])):
+        if count > removed:
+            break
+        removed -= count
+        freed.add(node)
+    return freed
+
+
+async def gpus_in_use(api: client.ApiClient, namespace: str) -> Counter[str]:
+    pods = (await client.CoreV1Api(api).list_namespaced_pod(namespace)).items
+    used: Counter[str] = Counter()
+    for p in pods:
+        if p.metadata.deletion_timestamp is None and p.spec.node_name:
+            for c in p.spec.containers:
+                limits = (c.resources.limits if c.resources else None) or {}
+                used[p.spec.node_name] += int(limits.get("nvidia.com/gpu", "0"))
+    return used
+
+
+async def test_gpu_fill_frees_whole_gpu_nodes(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    kube: Kube,
+    policies: list[str],
+) -> None:
+    # Four 8-GPU nodes. Pod capacity pins where the 8 one-GPU replicas land (2, 1, 2, 3),
+    # and other work makes CPU fill and GPU fill disagree: a 6-GPU job that needs little
+    # CPU on g1, and a CPU-heavy job with no GPU on g2.
+    def gpu_node(name: str, pods: str) -> FakeNode:
+        return pool.node(name, cpu="32", pods=pods, gpus="8")
+
+    g1, g2, g3, g4 = pool.create(
+        gpu_node("g1", "3"), gpu_node("g2", "2"), gpu_node("g3", "2"), gpu_node("g4", "3")
+    )
+    core = client.CoreV1Api(api)
+    for node, requests in ((g1, {"cpu": "1", GPU: "6"}), (g2, {"cpu": "24"})):
+        limits = {GPU: requests[GPU]} if GPU in requests else {}
+        await core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": f"job-{node.name}", "labels": {"role": "other"}},
+                "spec": {
+                    "nodeName": node.name,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": PAUSE_IMAGE,
+                            "resources": {"requests": requests, "limits": limits},
+                        }
+                    ],
+                },
+            },
+        )
+    doc = deployment("app", 8, node_selector=pool.selector, cpu="2")
+    doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
+    before = await ready_pods(api, namespace, "app=app", 8)
+    placed = Counter(p.spec.node_name for p in before)
+    assert placed == {g1.name: 2, g2.name: 1, g3.name: 2, g4.name: 3}
+
+    apply_namespace_policy(
+        cluster,
+        policies,
+        f"gpu-fill-{namespace}",
+        namespace,
+        deletionCost={
+            "bucket": 100,
+            "signals": [
+                {
+                    "type": "NodeConsolidation",
+                    "nodeConsolidation": {"points": 800, "resources": [GPU]},
+                }
+            ],
+        },
+    )
+    # GPU fill 8/8, 1/8, 2/8 and 3/8. By CPU (with the other jobs' CPU) the order would be
+    # g3 (4 of 32 cores), g1 (5), g4 (6), g2 (26), which would keep g2 busy and split g1.
+    expected = {g1.name: "800", g2.name: "100", g3.name: "200", g4.name: "300"}
+    before = await wait_for_costs(api, kube, namespace, lambda p: expected[p.spec.node_name])
+    out = await explain.explain_pod(kube, f"{namespace}/{before[0].metadata.name}")
+    assert out["cost"]["signals"][0]["fill"]["dominant"] == GPU, out["cost"]
+
+    prediction = await explain.simulate_scale_down(kube, f"{namespace}/app", 5)
+    assert prediction["certain"], prediction
+    _, deleted = await scale_down(api, namespace, before, 5)
+    assert {r["pod"] for r in prediction["deleted"]} == {p.metadata.name for p in deleted}
+
+    freeable = {n: c for n, c in placed.items() if n != g1.name}  # g1 runs another GPU job
+    ideal = freed_by_ideal(freeable, removed=3)
+    assert ideal == {g2.name, g3.name}
+    used = await gpus_in_use(api, namespace)
+    freed = {n.name for n in (g1, g2, g3, g4) if used[n.name] == 0}
+    assert freed == ideal, used
 
 
 # ---- (c) zones ----------------------------------------------------------------------------
