@@ -5,7 +5,9 @@
 3. a web tier and GPU training workers are deployed;
 4. policies, GPU labels and the packing of the GPU pods;
 5. `simulate scale-down`, then the real scale-down, and a table showing that the spot and
-   emptiest-node pods went first, exactly as simulated.
+   emptiest-node pods went first, exactly as simulated;
+6. GPU inference scaled down by GPU fill: the replicas on the least-used GPU nodes go, so
+   whole GPU nodes are left with no GPU in use, as simulated.
 """
 
 from __future__ import annotations
@@ -101,10 +103,12 @@ def main() -> int:
     )
     workloads = REPO / "examples" / "workloads"
     if CLUSTER.kubectl(
-        "get", "namespace", "shop", "ml", "--ignore-not-found", "-o", "name"
+        "get", "namespace", "shop", "ml", "serving", "--ignore-not-found", "-o", "name"
     ).strip():
         print("   removing the workloads of an earlier run")
-        CLUSTER.kubectl("delete", "namespace", "shop", "ml", "--ignore-not-found", "--wait=true")
+        CLUSTER.kubectl(
+            "delete", "namespace", "shop", "ml", "serving", "--ignore-not-found", "--wait=true"
+        )
     show("apply", "-f", str(workloads / "shop-cache.yaml"))
     wait(
         "2 cache pods running",
@@ -184,6 +188,7 @@ def main() -> int:
         f"\nThe ReplicaSet controller deleted {len(deleted)} pods; simulate predicted "
         f"{'exactly these' if exact else 'OTHER pods: ' + str(sorted(predicted))}."
     )
+    gpu_exact = gpu_scale_down()
     print(f"""
 The cluster keeps running, with the operator. Explore it:
   export KUBECONFIG={CLUSTER.kubeconfig}
@@ -192,7 +197,97 @@ The cluster keeps running, with the operator. Explore it:
   {REPO / ".venv" / "bin" / "schedpolicy"} explain node gpu-c-p4de
   {REPO / ".venv" / "bin" / "schedpolicy"} simulate scale-down deployment shop/web --replicas 1
 Stop everything with: make cluster-down""")
-    return 0 if exact else 1
+    return 0 if exact and gpu_exact else 1
+
+
+def gpus_in_use() -> Counter[str]:
+    used: Counter[str] = Counter()
+    for pod in items("pods", "-A"):
+        if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") not in (
+            "Pending",
+            "Running",
+        ):
+            continue
+        for c in pod["spec"]["containers"]:
+            limits = (c.get("resources") or {}).get("limits") or {}
+            used[pod["spec"].get("nodeName") or "-"] += int(limits.get("nvidia.com/gpu", "0"))
+    return used
+
+
+def gpu_table(nodes: list[str], used: Counter[str], serving: Counter[str]) -> str:
+    rows = [["GPU NODE", "GPUS IN USE", "INFERENCE REPLICAS"]]
+    rows += [[n, str(used[n]), str(serving[n])] for n in nodes]
+    return explain.table(rows)
+
+
+def serving_pods() -> list[dict[str, Any]]:
+    return [
+        p
+        for p in items("pods", "-n", "serving", "-l", "app=llm-serve")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def gpu_scale_down() -> bool:
+    step("6. GPU inference scaled down by GPU fill: whole GPU nodes freed, as simulated")
+    show("apply", "-f", str(REPO / "examples" / "workloads" / "inference.yaml"))
+    wait(
+        "6 inference replicas running and costed",
+        lambda: (
+            len(pods := serving_pods()) == 6
+            and all(COST_ANNOTATION in p["metadata"].get("annotations", {}) for p in pods)
+        ),
+    )
+    gpu_nodes = sorted(
+        n["metadata"]["name"]
+        for n in items("nodes")
+        if int(n["status"].get("allocatable", {}).get("nvidia.com/gpu", "0")) > 0
+    )
+    before = {p["metadata"]["name"] for p in serving_pods()}
+    print(
+        gpu_table(gpu_nodes, gpus_in_use(), Counter(p["spec"]["nodeName"] for p in serving_pods()))
+    )
+    prediction = asyncio.run(simulate_inference())
+    print(explain.render_simulation(prediction))
+    target = prediction["to"]
+    show("scale", "deployment", "llm-serve", "-n", "serving", f"--replicas={target}")
+    wait(f"{target} inference replicas left", lambda: len(serving_pods()) == target)
+    left = serving_pods()
+    used = gpus_in_use()
+    print(gpu_table(gpu_nodes, used, Counter(p["spec"]["nodeName"] for p in left)))
+    deleted = before - {p["metadata"]["name"] for p in left}
+    exact = deleted == {r["pod"] for r in prediction["deleted"]}
+    free = [n for n in gpu_nodes if used[n] == 0]
+    print(
+        f"\nGPU nodes with no GPU in use: {', '.join(free) or 'none'}. The ReplicaSet"
+        f" controller deleted {'exactly the replicas simulate predicted' if exact else 'OTHER replicas than simulated'}."
+    )
+    return exact
+
+
+async def simulate_inference() -> dict[str, Any]:
+    """The deepest certain scale-down of the inference Deployment, down to half."""
+    kube = await Kube.connect(Credentials(kubeconfig=str(CLUSTER.kubeconfig)), "demo")
+    try:
+        # A replica's cost follows its node's fill as later replicas land there; the writes
+        # are rate-limited, so wait until no pod has one pending before simulating.
+        for _ in range(120):
+            pending = [
+                (await explain.explain_pod(kube, f"serving/{p['metadata']['name']}"))["write"][
+                    "pending"
+                ]
+                for p in serving_pods()
+            ]
+            if not any(pending):
+                break
+            await asyncio.sleep(1)
+        for target in range(3, 6):
+            result = await explain.simulate_scale_down(kube, "serving/llm-serve", target)
+            if result["certain"]:
+                break
+        return result
+    finally:
+        await kube.close()
 
 
 async def simulate(pods: list[str]) -> tuple[dict[str, Any], int, dict[str, str]]:
