@@ -82,7 +82,7 @@ test: lint unit e2e incluster ## everything CI runs (the reliability suite is pa
 
 SCALE ?= full
 .PHONY: bench
-bench: venv tools ## benchmarks B1-B5 (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
+bench: venv tools ## benchmarks B1-B5g (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))
 

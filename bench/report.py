@@ -14,7 +14,14 @@ import matplotlib.pyplot as plt
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 REPORT = HERE / "REPORT.md"
-ORDER = ("b1-convergence", "b2-memory", "b3-webhook", "b4-packing", "b5-scaledown")
+ORDER = (
+    "b1-convergence",
+    "b2-memory",
+    "b3-webhook",
+    "b4-packing",
+    "b5-scaledown",
+    "b5g-gpu-scaledown",
+)
 
 
 def load() -> dict[str, dict[str, Any]]:
@@ -297,12 +304,56 @@ def section_b5(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def section_b5g(r: dict[str, Any]) -> list[str]:
+    f, ratio = r["freed"], r["ratio"]
+    img = bars(
+        "b5g-gpu-scaledown",
+        "B5g: GPU nodes freed by a scale-down",
+        ["no policy", "CPU fill", "GPU fill", "ideal"],
+        [f["no_policy"], f["cpu_fill"], f["gpu_fill"], f["ideal"]],
+        "nodes with no GPU in use",
+    )
+    busy = sum(1 for n in r["layout"] if n["other_gpus"])
+    heavy = sum(1 for n in r["layout"] if n["other_cpu"] > 2)
+    met = (
+        ratio["gpu_fill"] is not None and ratio["gpu_fill"] >= 0.9 and f["gpu_fill"] > f["cpu_fill"]
+    )
+    return [
+        "## B5g: GPU scale-down",
+        f"{r['nodes']} nodes of {r['gpus_per_node']} GPUs; {busy} run other GPU jobs that need little"
+        f" CPU, {heavy} run CPU-heavy work with no GPU. An inference Deployment of"
+        f" {r['replicas'][0]} one-GPU replicas (4 CPUs each; per-node pod capacity pins the same"
+        f" placement in every case) is scaled to {r['replicas'][1]} by the real ReplicaSet"
+        " controller.",
+        "",
+        "| | GPU nodes left with no GPU in use | of ideal |",
+        "|---|---|---|",
+        f"| no policy | {f['no_policy']} | {ratio['no_policy']} |",
+        f"| NodeConsolidation, `resources: [cpu]` (the default) | {f['cpu_fill']} | {ratio['cpu_fill']} |",
+        f"| NodeConsolidation, `resources: [nvidia.com/gpu]` | {f['gpu_fill']} | {ratio['gpu_fill']} |",
+        f"| ideal (offline greedy over the nodes with no other GPU job) | {f['ideal']} | 1.0 |",
+        "",
+        f"**GPU fill {ratio['gpu_fill']} of ideal, {f['gpu_fill']} nodes against CPU fill's"
+        f" {f['cpu_fill']}** (goal ≥ 0.9 of ideal and strictly more than CPU fill:"
+        f" {'met' if met else 'not met'}).",
+        "",
+        "What limits GPU fill: replicas on nodes of equal fill get equal costs, and for the"
+        " deletions that fall inside such a tie the ReplicaSet controller's next criteria"
+        " (replicas doubled up on a node, then age) do not group its choice by node, so it can"
+        " split them between two nodes and free neither. The offline ideal empties one node"
+        " of the tie.",
+        "",
+        f"![B5g]({img})",
+    ]
+
+
 SECTIONS = {
     "b1-convergence": section_b1,
     "b2-memory": section_b2,
     "b3-webhook": section_b3,
     "b4-packing": section_b4,
     "b5-scaledown": section_b5,
+    "b5g-gpu-scaledown": section_b5g,
 }
 
 
