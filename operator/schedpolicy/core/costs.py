@@ -263,18 +263,19 @@ def _metric(
 
 def signal_points(
     index: int, signal: Signal, inputs: CostInputs, now: datetime
-) -> tuple[int, str] | Rejection:
+) -> SignalPoints | Rejection:
+    kind = signal.type
     if signal.capacity_type is not None:
-        return _capacity(signal.capacity_type, inputs)
-    if signal.type == "NodeConsolidation":
-        points, detail, _ = consolidation(signal.consolidation(), inputs)
-        return points, detail
-    if signal.type == "ZoneBalance":
-        return _zone_balance(signal.balance(), inputs)
+        return SignalPoints(kind, *_capacity(signal.capacity_type, inputs))
+    if kind == "NodeConsolidation":
+        return SignalPoints(kind, *consolidation(signal.consolidation(), inputs))
+    if kind == "ZoneBalance":
+        return SignalPoints(kind, *_zone_balance(signal.balance(), inputs))
     if signal.pod_condition is not None:
-        return _condition(signal.pod_condition, inputs)
+        return SignalPoints(kind, *_condition(signal.pod_condition, inputs))
     assert signal.metric is not None
-    return _metric(signal.metric, inputs.samples.get(index), inputs, now)
+    found = _metric(signal.metric, inputs.samples.get(index), inputs, now)
+    return found if isinstance(found, Rejection) else SignalPoints(kind, *found)
 
 
 def bucket_down(value: int, bucket: int) -> int:
@@ -285,17 +286,12 @@ def decide(spec: DeletionCost, inputs: CostInputs, now: datetime) -> CostDecisio
     parts: list[SignalPoints] = []
     hold: Rejection | None = None
     for index, signal in enumerate(spec.signals):
-        if signal.type == "NodeConsolidation":
-            points, detail, fill = consolidation(signal.consolidation(), inputs)
-            parts.append(SignalPoints(signal.type, points, detail, fill))
-            continue
         result = signal_points(index, signal, inputs, now)
         if isinstance(result, Rejection):
             hold = hold or result
             parts.append(SignalPoints(signal.type, 0, f"no usable sample: {result.detail}"))
             continue
-        points, detail = result
-        parts.append(SignalPoints(signal.type, points, detail))
+        parts.append(result)
     raw = sum(p.points for p in parts)
     bucketed = bucket_down(raw, spec.bucket)
     final = None if hold else max(spec.min, min(spec.max, bucketed))
