@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from schedpolicy.view import wire
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 W = TypeVar("W", bound=msgspec.Struct)
+V = TypeVar("V", str, int)
 
 
 class Shared:
@@ -47,13 +48,9 @@ class Shared:
     def mapping(self, items: Mapping[str, str] | None) -> dict[str, str]:
         if not items:
             return _EMPTY
-        key = frozenset(items.items())
-        found = self._maps.get(key)
-        if found is None:
-            if len(self._maps) >= self._limit:
-                self._maps.clear()
-            found = self._maps[key] = {sys.intern(k): sys.intern(v) for k, v in items.items()}
-        return found
+        return self._one_copy(
+            self._maps, items, lambda: {sys.intern(k): sys.intern(v) for k, v in items.items()}
+        )
 
     def keys(self, items: Mapping[str, str] | None) -> dict[str, str]:
         if not items:
@@ -64,12 +61,22 @@ class Shared:
         """Resource amounts: the pods of one ReplicaSet, and nodes of one type, repeat them."""
         if not items:
             return _NO_AMOUNTS
+        return self._one_copy(
+            self._amounts, items, lambda: {sys.intern(k): v for k, v in items.items()}
+        )
+
+    def _one_copy(
+        self,
+        cache: dict[frozenset[tuple[str, V]], dict[str, V]],
+        items: Mapping[str, V],
+        copy: Callable[[], dict[str, V]],
+    ) -> dict[str, V]:
         key = frozenset(items.items())
-        found = self._amounts.get(key)
+        found = cache.get(key)
         if found is None:
-            if len(self._amounts) >= self._limit:
-                self._amounts.clear()
-            found = self._amounts[key] = {sys.intern(k): v for k, v in items.items()}
+            if len(cache) >= self._limit:
+                cache.clear()
+            found = cache[key] = copy()
         return found
 
     def names(self, values: Iterable[str]) -> frozenset[str]:
