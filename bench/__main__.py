@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import convergence, gpu_scaledown, packing, report, scaledown, webhook
+from bench import churn, convergence, gpu_scaledown, packing, report, scaledown, webhook
 from bench.scale import SCALES, Scale
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
@@ -50,6 +50,12 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
             f" {r['default_profile']['free_nodes']} vs FFD {r['ffd_bound']['free_nodes']}: ratio {r['ratio']}"
         )
+    if key == "b4c-churn":
+        lanes = r["lanes"]
+        return "B4c min 8-GPU ratio " + ", ".join(
+            f"{name} {lane['min_ratio_8gpu']} (mean {lane['mean_ratio_8gpu']})"
+            for name, lane in lanes.items()
+        )
     if key == "b5g-gpu-scaledown":
         f = r["freed"]
         return (
@@ -70,7 +76,7 @@ def save(key: str, result: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    parser.add_argument("--only", default="B1,B2,B3,B4,B5,B5G", help="comma-separated subset")
+    parser.add_argument("--only", default="B1,B2,B3,B4,B4C,B5,B5G", help="comma-separated subset")
     args = parser.parse_args()
     scale = SCALES[args.scale]
     wanted = {w.strip().upper() for w in args.only.split(",")}
@@ -110,6 +116,7 @@ def main() -> int:
         runs: list[tuple[str, str, Bench]] = [
             ("B3", "b3-webhook", webhook.run_b3),
             ("B4", "b4-packing", packing.run_b4),
+            ("B4C", "b4c-churn", churn.run_b4c),
             ("B5", "b5-scaledown", scaledown.run_b5),
             ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
         ]

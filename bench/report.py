@@ -19,6 +19,7 @@ ORDER = (
     "b2-memory",
     "b3-webhook",
     "b4-packing",
+    "b4c-churn",
     "b5-scaledown",
     "b5g-gpu-scaledown",
 )
@@ -265,6 +266,103 @@ def section_b4(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def ratio_over_time(name: str, run: dict[str, Any]) -> str:
+    fig, axes = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for ax, size in zip(axes, ("8gpu", "4gpu"), strict=True):
+        for short, lane in run["lanes"].items():
+            points = lane["checkpoints"]
+            ax.plot(
+                [c["t"] for c in points],
+                [
+                    float("nan") if c[f"ratio_{size}"] is None else c[f"ratio_{size}"]
+                    for c in points
+                ],
+                marker="o",
+                linewidth=2.5 if short in ("ours", "default") else 1,
+                label=short,
+            )
+        ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"{size[0]}-GPU jobs still placeable, of an offline FFD repack")
+        ax.set_ylabel("ratio")
+        ax.set_ylim(-0.05, 1.3)
+    axes[0].legend(fontsize=8, ncol=5, loc="upper center")
+    axes[1].set_xlabel("seconds after warm-up")
+    fig.suptitle(f"B4c: packing under churn (seed {run['seed']})")
+    fig.tight_layout()
+    path = RESULTS / f"{name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"results/{path.name}"
+
+
+def _against_default(r: dict[str, Any], short: str) -> str:
+    pairs = [
+        (a["ratio_8gpu"], b["ratio_8gpu"])
+        for run in r["runs"]
+        for a, b in zip(
+            run["lanes"][short]["checkpoints"], run["lanes"]["default"]["checkpoints"], strict=False
+        )
+        if a["ratio_8gpu"] is not None and b["ratio_8gpu"] is not None
+    ]
+    above = sum(1 for a, b in pairs if a > b)
+    below = sum(1 for a, b in pairs if a < b)
+    return f"{above} above, {below} below, {len(pairs) - above - below} equal"
+
+
+def section_b4c(r: dict[str, Any]) -> list[str]:
+    img = ratio_over_time("b4c-churn", r["runs"][0])
+    lanes, nodes = r["lanes"], r["nodes_per_lane"]
+    default = lanes["default"]
+    rows = [
+        f"| {lane['description']} | {lane['turnover']} | {lane['requested_load']['mean']}"
+        f" | {lane['mean_load']} | **{lane['min_ratio_8gpu']}** | {lane['mean_ratio_8gpu']}"
+        f" | **{lane['pooled_ratio_8gpu']}** | {lane['min_ratio_4gpu']} | {lane['pooled_ratio_4gpu']}"
+        f" | {lane['max_pending_jobs']} / {lane['max_ffd_pending_jobs']}"
+        f" | {'-' if short == 'default' else _against_default(r, short)} |"
+        for short, lane in lanes.items()
+    ]
+    seeds = [
+        f"| {run['seed']} | {run['job_sizes']} | "
+        + " | ".join(str(lane["pooled_ratio_8gpu"]) for lane in run["lanes"].values())
+        + " |"
+        for run in r["runs"]
+    ]
+    ours = lanes["ours"]
+    return [
+        "## B4c: GPU packing under churn",
+        f"Each profile gets its own lane of {nodes['8gpu']} 8-GPU and {nodes['4gpu']} 4-GPU nodes"
+        f" and the same seeded stream of jobs (seeds {r['seeds']}; 1/2/4/8 GPUs, 4-12 CPUs per"
+        f" GPU, lifetimes uniform around {r['mean_lifetime_seconds']} s; KWOK completes each pod"
+        " when its lifetime is up). A lane's next job is created whenever its unfinished jobs"
+        f" ask for at most {r['target_load']} of its GPUs. All lanes run at once on the real"
+        f" kube-scheduler. After a {r['warmup_seconds']} s warm-up, every"
+        f" {r['checkpoint_every_seconds']} s for {r['window_seconds']} s, each lane's free GPUs"
+        " are compared with a first-fit-decreasing repack (smallest nodes first) of the jobs"
+        " running at that moment, and its unschedulable pods with a repack of the running and"
+        " the pending jobs together.",
+        "",
+        "| profile | turnover | load requested | load placed | 8-GPU ratio, min | mean |"
+        " pooled | 4-GPU ratio, min | pooled | max pending / FFD's | 8-GPU ratio vs default,"
+        " per checkpoint |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "Pooled 8-GPU ratio by seed, with the jobs each seed started, by size:",
+        "",
+        "| seed | jobs by GPUs | " + " | ".join(lanes) + " |",
+        "|---|---|" + "---|" * len(lanes),
+        *seeds,
+        "",
+        f"**schedpolicy-scheduler: minimum {ours['min_ratio_8gpu']}, mean"
+        f" {ours['mean_ratio_8gpu']}; default profile: minimum {default['min_ratio_8gpu']}, mean"
+        f" {default['mean_ratio_8gpu']}** (goal: minimum ≥ 0.9 and above the default profile at"
+        " every checkpoint). A checkpoint where the repack itself has no room for an 8-GPU job"
+        " has no ratio and is left out of the minimum.",
+        "",
+        f"![B4c]({img})",
+    ]
+
+
 def _skew(zones: dict[str, Any]) -> str:
     # None means the scale-down emptied a zone: no finite max/min.
     ratio = zones["max_over_min"]
@@ -352,6 +450,7 @@ SECTIONS = {
     "b2-memory": section_b2,
     "b3-webhook": section_b3,
     "b4-packing": section_b4,
+    "b4c-churn": section_b4c,
     "b5-scaledown": section_b5,
     "b5g-gpu-scaledown": section_b5g,
 }

@@ -18,6 +18,10 @@ class Scale:
     gpu_seed: int
     scale_nodes: int  # B5
     scale_replicas: int
+    churn_nodes: int  # B4c: 8-GPU nodes per lane, and as many 4-GPU nodes
+    churn_lifetime: int  # B4c: mean job lifetime, seconds
+    churn_window: int  # B4c: seconds measured after the warm-up
+    churn_seeds: tuple[int, ...]  # B4c: one run of every lane per seed
 
     @property
     def pods(self) -> int:
@@ -37,6 +41,10 @@ SCALES = {
         gpu_seed=7,
         scale_nodes=50,
         scale_replicas=200,
+        churn_nodes=8,
+        churn_lifetime=30,
+        churn_window=90,
+        churn_seeds=(7,),
     ),
     # B2's second point (30k pods on 3k nodes): `make bench SCALE=large ONLY=B2`.
     # It need not fit CI.
@@ -52,6 +60,10 @@ SCALES = {
         gpu_seed=7,
         scale_nodes=50,
         scale_replicas=200,
+        churn_nodes=16,
+        churn_lifetime=60,
+        churn_window=180,
+        churn_seeds=(7, 11, 13),
     ),
     "full": Scale(
         "full",
@@ -65,5 +77,9 @@ SCALES = {
         gpu_seed=7,
         scale_nodes=50,
         scale_replicas=200,
+        churn_nodes=16,
+        churn_lifetime=60,
+        churn_window=180,
+        churn_seeds=(7, 11, 13),
     ),
 }
