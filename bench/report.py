@@ -322,7 +322,8 @@ def section_b4c(r: dict[str, Any]) -> list[str]:
         for short, lane in lanes.items()
     ]
     seeds = [
-        f"| {run['seed']} | {run['job_sizes']} | "
+        f"| {run['seed']} | {run['job_sizes']} | {run['tick_seconds']['mean']} /"
+        f" {run['tick_seconds']['max']} | "
         + " | ".join(str(lane["pooled_ratio_8gpu"]) for lane in run["lanes"].values())
         + " |"
         for run in r["runs"]
@@ -349,8 +350,8 @@ def section_b4c(r: dict[str, Any]) -> list[str]:
         "",
         "Pooled 8-GPU ratio by seed, with the jobs each seed started, by size:",
         "",
-        "| seed | jobs by GPUs | " + " | ".join(lanes) + " |",
-        "|---|---|" + "---|" * len(lanes),
+        "| seed | jobs by GPUs | driver tick, mean / max s | " + " | ".join(lanes) + " |",
+        "|---|---|---|" + "---|" * len(lanes),
         *seeds,
         "",
         f"**schedpolicy-scheduler: minimum {ours['min_ratio_8gpu']}, mean"
