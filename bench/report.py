@@ -309,6 +309,32 @@ def _against_default(r: dict[str, Any], short: str) -> str:
     return f"{above} above, {below} below, {len(pairs) - above - below} equal"
 
 
+def _b4c_limits(r: dict[str, Any]) -> list[str]:
+    points = [c for run in r["runs"] for c in run["lanes"]["ours"]["checkpoints"]]
+    zero = [c for c in points if c["ratio_8gpu"] == 0]
+    capacity = r["runs"][0]["lanes"]["ours"]["capacity_gpus"]
+
+    def mean(key: str) -> float:
+        return round(float(sum(c[key] for c in points)) / len(points), 2)
+
+    free = round(sum(capacity * (1 - c["load"]) for c in points) / len(points), 1)
+    default = r["lanes"]["default"]
+    return [
+        f"What limits it: at an average checkpoint the schedpolicy lane has {free} of its"
+        f" {capacity} GPUs free. Left where they are, its running jobs leave room for"
+        f" {mean('placeable_8gpu')} 8-GPU jobs; repacked, for {mean('ffd_placeable_8gpu')}. Of"
+        f" the {len(zero)} checkpoints (of {len(points)}) where no 8-GPU job fits but a repack"
+        f" would make room, {sum(1 for c in zero if not c['pending_jobs'])} have no pod"
+        " waiting at all: the free GPUs lie in pieces smaller than a node. A scheduler places"
+        " each job once, when it arrives, and jobs end at random times, so holes open on many"
+        " nodes at once; the repack moves every running job, which only a defragmenting"
+        " descheduler (or placement that knows when jobs end) could match. The default"
+        f" profile spreads: it places {default['mean_load']} of the GPUs against"
+        f" {r['lanes']['ours']['mean_load']} for the same requests, and keeps up to"
+        f" {default['max_pending_jobs']} jobs waiting that a repack would place.",
+    ]
+
+
 def section_b4c(r: dict[str, Any]) -> list[str]:
     img = ratio_over_time("b4c-churn", r["runs"][0])
     lanes, nodes = r["lanes"], r["nodes_per_lane"]
@@ -359,6 +385,8 @@ def section_b4c(r: dict[str, Any]) -> list[str]:
         f" {default['mean_ratio_8gpu']}** (goal: minimum ≥ 0.9 and above the default profile at"
         " every checkpoint). A checkpoint where the repack itself has no room for an 8-GPU job"
         " has no ratio and is left out of the minimum.",
+        "",
+        *_b4c_limits(r),
         "",
         f"![B4c]({img})",
     ]

@@ -238,6 +238,28 @@ async def test_spot_pods_go_first(
 # ---- (b) consolidation --------------------------------------------------------------------
 
 
+async def other_work(
+    api: client.ApiClient,
+    namespace: str,
+    node: str,
+    requests: dict[str, str],
+    limits: dict[str, str] | None = None,
+) -> None:
+    """Work already on a node that is not ours to cost: a bare pod bound to it directly."""
+    container = {
+        "name": "c",
+        "image": PAUSE_IMAGE,
+        "resources": {"requests": requests, "limits": limits or {}},
+    }
+    await client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": f"other-{node}", "labels": {"role": "other"}},
+            "spec": {"nodeName": node, "containers": [container]},
+        },
+    )
+
+
 async def test_emptiest_node_is_emptied_first(
     cluster: LocalCluster,
     api: client.ApiClient,
@@ -248,21 +270,8 @@ async def test_emptiest_node_is_emptied_first(
     policies: list[str],
 ) -> None:
     empty, mid, full = pool.create(pool.node("empty"), pool.node("mid"), pool.node("full"))
-    core = client.CoreV1Api(api)
-    # Other work already on two of the nodes (bare pods, bound directly, not ours to cost).
     for node, cpu in ((mid, "1500m"), (full, "3")):
-        await core.create_namespaced_pod(
-            namespace,
-            {
-                "metadata": {"name": f"other-{node.name}", "labels": {"role": "other"}},
-                "spec": {
-                    "nodeName": node.name,
-                    "containers": [
-                        {"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": cpu}}}
-                    ],
-                },
-            },
-        )
+        await other_work(api, namespace, node.name, {"cpu": cpu})
     spread = [
         {
             "maxSkew": 1,
@@ -336,25 +345,8 @@ async def test_gpu_fill_frees_whole_gpu_nodes(
     g1, g2, g3, g4 = pool.create(
         gpu_node("g1", "3"), gpu_node("g2", "2"), gpu_node("g3", "2"), gpu_node("g4", "3")
     )
-    core = client.CoreV1Api(api)
-    for node, requests in ((g1, {"cpu": "1", GPU: "6"}), (g2, {"cpu": "24"})):
-        limits = {GPU: requests[GPU]} if GPU in requests else {}
-        await core.create_namespaced_pod(
-            namespace,
-            {
-                "metadata": {"name": f"job-{node.name}", "labels": {"role": "other"}},
-                "spec": {
-                    "nodeName": node.name,
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": PAUSE_IMAGE,
-                            "resources": {"requests": requests, "limits": limits},
-                        }
-                    ],
-                },
-            },
-        )
+    await other_work(api, namespace, g1.name, {"cpu": "1", GPU: "6"}, {GPU: "6"})
+    await other_work(api, namespace, g2.name, {"cpu": "24"})
     doc = deployment("app", 8, node_selector=pool.selector, cpu="2")
     doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, doc)
