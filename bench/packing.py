@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import fleet
+from bench import churn_model, fleet
 from bench.scale import Scale
 from localcluster import LocalCluster
 
@@ -29,16 +29,8 @@ def gpu_stream(seed: int, capacity: int) -> list[int]:
 
 
 def first_fit_decreasing(sizes: list[int], nodes: int) -> dict[str, int]:
-    free = [GPUS_PER_NODE] * nodes
-    pending = 0
-    for size in sorted(sizes, reverse=True):
-        for i, room in enumerate(free):
-            if room >= size:
-                free[i] -= size
-                break
-        else:
-            pending += 1
-    return outcome(free, pending)
+    repack = churn_model.first_fit_decreasing(sizes, [GPUS_PER_NODE] * nodes)
+    return outcome(list(repack.free), repack.unplaced)
 
 
 def outcome(free: list[int], pending: int) -> dict[str, int]:
