@@ -25,7 +25,7 @@ $(VENV_STAMP): pyproject.toml constraints.txt
 venv: $(VENV_STAMP) ## create .venv with the package and dev tools
 
 .PHONY: tools
-tools: ## build etcd, kube-*, kubectl, kwok, helm, kubelet, containerd and CNI plugins from Go modules into .tools/bin
+tools: ## build etcd, kube-*, kubectl, kwok, helm, kubelet, containerd, CNI plugins, Prometheus and its operator from Go modules into .tools/bin
 	@bash tools/build.sh
 
 .PHONY: image
@@ -33,12 +33,13 @@ image: ## build the operator's image from the Dockerfile (buildah, a local Debia
 	@bash tools/image.sh
 
 .PHONY: lint
-lint: venv ## ruff, mypy, the layer contract (import-linter) and hadolint
+lint: venv tools ## ruff, mypy, the layer contract (import-linter), hadolint, and promtool on the chart's alerts
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
 	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint Dockerfile
+	$(PY) -m scripts.check_alerts
 
 .PHONY: fmt
 fmt: venv ## format and autofix

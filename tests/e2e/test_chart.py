@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster import LocalCluster, binaries, chart
 from localcluster.operator_process import OperatorProcess
+from localcluster.webhook import LoopbackWebhook
 from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -89,8 +90,8 @@ def test_lint_and_render_defaults_and_everything_on() -> None:
         "Secret",
         "Service",
     } <= defaults
-    assert {"ServiceMonitor", "Certificate", "ConfigMap"} <= everything
-    assert "ServiceMonitor" not in defaults
+    assert {"ServiceMonitor", "PrometheusRule", "Certificate", "ConfigMap"} <= everything
+    assert not {"ServiceMonitor", "PrometheusRule"} & defaults
 
 
 def test_chart_crds_equal_the_generated_crds() -> None:
@@ -443,9 +444,6 @@ def test_metric_names_reads_promql_as_prometheus_does() -> None:
     assert metric_names(expr) == {"a_bucket", "b_total", "c", "d"}
 
 
-FROM_KUBE_STATE_METRICS = {"kube_pod_annotations"}
-
-
 def exported(text: str) -> set[str]:
     names: set[str] = set()
     for family in text_string_to_metric_families(text):
@@ -497,19 +495,20 @@ def prometheus_token(cluster: LocalCluster) -> str:
 
 
 def test_dashboards_query_only_exported_metrics(
-    cluster: LocalCluster, operator: OperatorProcess
+    cluster: LocalCluster, operator: OperatorProcess, tmp_path: Path
 ) -> None:
-    # Give the secondary scheduler something to schedule, so its attempt metrics exist.
-    cluster.kubectl(
-        "run",
-        "dash-probe",
-        "-n",
-        "default",
-        f"--image={PAUSE_IMAGE}",
-        "--overrides",
-        json.dumps({"spec": {"schedulerName": "schedpolicy-scheduler"}}),
-    )
+    webhook = LoopbackWebhook(cluster, tmp_path, "dashboard-probe").start(tmp_path / "webhook.log")
     try:
+        # Give the secondary scheduler something to schedule, so its attempt metrics exist.
+        cluster.kubectl(
+            "run",
+            "dash-probe",
+            "-n",
+            "default",
+            f"--image={PAUSE_IMAGE}",
+            "--overrides",
+            json.dumps({"spec": {"schedulerName": "schedpolicy-scheduler"}}),
+        )
         wait_until(
             lambda: (
                 cluster.kubectl(
@@ -520,7 +519,7 @@ def test_dashboards_query_only_exported_metrics(
             within=30,
             what="the probe pod to be scheduled",
         )
-        ours = exported(operator.scrape())
+        ours = exported(operator.scrape()) | exported(webhook.scrape())
         theirs = exported(scrape_scheduler(cluster, prometheus_token(cluster)))
         # Without the token the scheduler refuses: its /metrics really is behind the chart's
         # bearer-token authorization, which the ServiceMonitor relies on.
@@ -528,6 +527,7 @@ def test_dashboards_query_only_exported_metrics(
             scrape_scheduler(cluster, None)
         assert refused.value.code in (401, 403)
     finally:
+        webhook.stop()
         cluster.kubectl(
             "delete", "pod", "dash-probe", "-n", "default", "--grace-period=0", "--wait=false"
         )
@@ -546,7 +546,7 @@ def test_dashboards_query_only_exported_metrics(
             assert queries, key
             used = {m for q in queries for m in metric_names(q)}
             assert used, key
-            unknown = used - ours - theirs - FROM_KUBE_STATE_METRICS
+            unknown = used - ours - theirs
             assert unknown == set(), f"{key} queries metrics nobody exports: {unknown}"
     # Each dashboard shows what the chart promises, as panels that query the right metric.
     boards = {
@@ -561,7 +561,9 @@ def test_dashboards_query_only_exported_metrics(
             "Reconcile duration p95": "schedpolicy_reconcile_duration_seconds_bucket",
             "Pods per cost band": "schedpolicy_cost_band_pods",
             "Node label writes/s by result": "schedpolicy_node_label_writes_total",
-            "Deletion cost distribution (all pods)": "kube_pod_annotations",
+            "Webhook latency p50 / p99": "schedpolicy_webhook_duration_seconds_bucket",
+            "GPU nodes labelled, by policy": "schedpolicy_gpu_nodes_labelled",
+            "Controller replicas leading": "schedpolicy_leader",
         },
         "schedpolicy-scheduler": {
             "Scheduling attempt duration p95 by profile and result": (

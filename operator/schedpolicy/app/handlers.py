@@ -19,7 +19,7 @@ import kopf
 
 from schedpolicy.app.settings import OperatorState
 from schedpolicy.core import api
-from schedpolicy.shell import feeds, kube
+from schedpolicy.shell import feeds, kube, metrics
 from schedpolicy.shell.informer import Informer
 from schedpolicy.shell.instance_guard import InstanceGuard
 from schedpolicy.shell.leadership import Leadership
@@ -49,6 +49,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     # Admission is another process (`schedpolicy webhook`); kopf serves no webhook here.
     settings.admission.managed = None
 
+    metrics.zero_controller_series()
     memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
     memo.reconciler = Reconciler(
         memo.kube,
@@ -73,6 +74,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         await asyncio.gather(reconciler.run(), scraper.run())
 
     if memo.config.lease is None:
+        metrics.set_leader(True)
         memo.tasks.append(asyncio.create_task(lead(), name="reconciler"))
     else:
         # The leader of each install holds a Lease of the same name in its own namespace:

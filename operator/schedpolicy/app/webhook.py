@@ -25,7 +25,7 @@ from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from schedpolicy.core import api
-from schedpolicy.shell import cert_watch, heap
+from schedpolicy.shell import cert_watch, heap, metrics
 from schedpolicy.shell.informer import Informer, Resource, by_name
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.view import admission, wire
@@ -44,6 +44,7 @@ WEBHOOK_REQUESTS = Counter(
     " error (admitted unhinted), malformed (not an AdmissionReview: 400).",
     ["result"],
 )
+metrics.with_zeros(WEBHOOK_REQUESTS, "result", ("hinted", "unchanged", "error", "malformed"))
 
 POLICIES = Resource(
     "policies", f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}", wire.SchedulingPolicy, by_name

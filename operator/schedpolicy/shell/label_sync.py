@@ -145,4 +145,6 @@ class LabelSync:
                 labeled[outcome.policy] += 1
             conflicts[outcome.policy] += [f"node {name}: {c}" for c in outcome.plan.conflicts]
         metrics.set_unlabelled(unlabelled)
+        labellers = [p.name for p in self.view.policies() if p.has("nodeLabels")]
+        metrics.set_labelled(labellers, labeled)
         return labeled, conflicts

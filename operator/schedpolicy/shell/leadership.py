@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
+from schedpolicy.shell import metrics
 from schedpolicy.shell.kube import Kube
 
 log = logging.getLogger("schedpolicy.leadership")
@@ -42,6 +43,7 @@ class Leadership:
 
     async def _started(self) -> None:
         self.leading = True
+        metrics.set_leader(True)
         self._leading_task = asyncio.current_task()
         log.info(
             "%s leads (Lease %s/%s)",
@@ -53,9 +55,11 @@ class Leadership:
             await self.lead()
         finally:
             self.leading = False
+            metrics.set_leader(False)
 
     async def _stopped(self) -> None:
         self.leading = False
+        metrics.set_leader(False)
         log.warning(
             "%s lost the Lease %s/%s; writing stopped",
             self.settings.identity,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import get_args
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from schedpolicy.core.samples import RejectReason
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",
@@ -42,6 +45,26 @@ GPU_LABEL_REFUSALS = Counter(
     " mig-devices, more-devices-than-cards, sharing-unknown.",
     ["reason"],
 )
+
+
+def with_zeros(counter: Counter, label: str, values: Iterable[str]) -> None:
+    """Create the series of every known label value at 0. A series that appears only on
+    its first increment makes `rate()` miss that increment, and leaves a dashboard panel
+    empty ("No data") exactly when all is well."""
+    for value in values:
+        counter.labels(**{label: value})
+
+
+def zero_controller_series() -> None:
+    """At the controller's start only: the webhook process imports this module too, and
+    should not export the controller's counters."""
+    with_zeros(COST_WRITES, "result", ("ok", "removed", "conflict", "not-found", "error"))
+    with_zeros(COST_SKIPPED, "reason", ("foreign-cost", "rate-limited"))
+    with_zeros(SAMPLES_REJECTED, "reason", get_args(RejectReason))
+    with_zeros(NODE_LABEL_WRITES, "result", ("ok", "conflict", "not-found", "error"))
+    set_leader(False)
+
+
 RECONCILE_SECONDS = Histogram(
     "schedpolicy_reconcile_duration_seconds",
     "Time to recompute the costs of the pods a batch of changes affected.",
@@ -82,10 +105,26 @@ GPU_NODES_UNLABELLED = Gauge(
 )
 
 
+UNLABELLED_REASONS = ("no-allocatable-gpus", "unknown-gpu", "refused")
+
+
 def set_unlabelled(reasons: Mapping[str, int]) -> None:
     GPU_NODES_UNLABELLED.clear()
-    for reason, count in reasons.items():
-        GPU_NODES_UNLABELLED.labels(reason=reason).set(count)
+    for reason in (*UNLABELLED_REASONS, *(r for r in reasons if r not in UNLABELLED_REASONS)):
+        GPU_NODES_UNLABELLED.labels(reason=reason).set(reasons.get(reason, 0))
+
+
+GPU_NODES_LABELLED = Gauge(
+    "schedpolicy_gpu_nodes_labelled",
+    "Nodes carrying exactly the labels their nodeLabels policy decided, by policy.",
+    ["policy"],
+)
+
+
+def set_labelled(policies: Iterable[str], labelled: Mapping[str, int]) -> None:
+    GPU_NODES_LABELLED.clear()
+    for policy in policies:
+        GPU_NODES_LABELLED.labels(policy=policy).set(labelled.get(policy, 0))
 
 
 WATCH_DECODE_ERRORS = Counter(
@@ -105,3 +144,30 @@ WATCH_EVENTS = Counter(
     "Watch events applied to the view (the initial state's included), by kind and type.",
     ["kind", "type"],
 )
+
+LEADER = Gauge(
+    "schedpolicy_leader",
+    "1 while this replica holds the leader Lease and runs the writers (or runs with no Lease"
+    " at all), else 0. At most one replica of an install should report 1.",
+)
+POLICY_CONDITION = Gauge(
+    "schedpolicy_policy_condition",
+    "1 when a SchedulingPolicy's condition of this type is True, 0 when it is False; exported"
+    " by the leader only, from the status it last decided.",
+    ["policy", "type"],
+)
+
+
+def set_policy_conditions(conditions: Mapping[str, Mapping[str, str]]) -> None:
+    """Replace every policy's series, so a deleted policy's series disappear with it."""
+    POLICY_CONDITION.clear()
+    for policy, by_type in conditions.items():
+        for kind, status in by_type.items():
+            POLICY_CONDITION.labels(policy=policy, type=kind).set(1 if status == "True" else 0)
+
+
+def set_leader(leading: bool) -> None:
+    LEADER.set(1 if leading else 0)
+    if not leading:
+        # A follower's copy of the conditions would go stale and double-count in sums.
+        POLICY_CONDITION.clear()

@@ -37,12 +37,15 @@ class StatusWriter:
         for name in [n for n in self._written if n not in live]:
             del self._written[name]
         stamp = timestamps.render(now)
+        decided: dict[str, dict[str, str]] = {}
         for obj, obs in zip(objects, observed, strict=True):
             desired = desired_status(obs, obj.status, stamp)
+            decided[obj.name] = {c["type"]: c["status"] for c in desired["conditions"]}
             if needs_write(obj.status, desired) and needs_write(
                 self._written.get(obj.name), desired
             ):
                 await self._write(obj, desired)
+        metrics.set_policy_conditions(decided)
 
     async def _write(self, obj: PolicyObject, desired: dict[str, Any]) -> None:
         try:
