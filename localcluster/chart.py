@@ -85,7 +85,12 @@ def helm(kubeconfig: Path, *args: str, timeout: float = 600) -> subprocess.Compl
 
 
 def install(
-    kubeconfig: Path, values: Path, *sets: str, upgrade: bool = False, wait: str = "240s"
+    kubeconfig: Path,
+    values: Path,
+    *sets: str,
+    upgrade: bool = False,
+    wait: str = "240s",
+    more_values: tuple[Path, ...] = (),
 ) -> None:
     """`helm install` (or `upgrade`) of this chart with `--wait`. When it fails, the error
     names each pod of the release that is not Ready and why, from the pod's own status:
@@ -97,6 +102,7 @@ def install(
         f"--namespace={NAMESPACE}",
         "--create-namespace",
         f"--values={values}",
+        *(f"--values={v}" for v in more_values),
         "--wait",
         f"--timeout={wait}",
     ]

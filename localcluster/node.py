@@ -34,7 +34,15 @@ NAME = "schedpolicy-node"
 LABEL = "schedpolicy.io/real-node"
 TAINT = {"key": LABEL, "value": "true", "effect": "NoSchedule"}
 IMAGES_DIR = binaries.REPO / ".tools" / "images"
-IMAGES = ("pause", "schedpolicy-operator", "kube-scheduler")
+IMAGES = (
+    "pause",
+    "schedpolicy-operator",
+    "kube-scheduler",
+    # The monitoring stack of tests/incluster/test_monitoring.py.
+    "prometheus",
+    "prometheus-operator",
+    "prometheus-config-reloader",
+)
 PAUSE = "registry.k8s.io/pause:3.10.1"
 RUNC = "/usr/sbin/runc"
 PROCESSES = ("kube-proxy", "kubelet", "containerd")

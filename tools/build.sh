@@ -11,7 +11,7 @@ root=$(dirname "$here")
 BIN=${BIN:-$root/.tools/bin}
 names=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm
   kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback
-  cni/portmap)
+  cni/portmap prometheus promtool prometheus-operator prometheus-config-reloader)
 
 if [[ -n "${SCHEDPOLICY_TOOLS_BIN:-}" ]]; then
   missing=0
@@ -117,4 +117,31 @@ for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
 done
 helm=$(pinned helm helm.sh/helm/v4)
 build helm helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm"
+# Prometheus and its operator, which the in-cluster test runs as pods. Their release builds set
+# the version through prometheus/common's version package (.promu.yml, the operator's Makefile).
+# Prometheus 3.x.y is published as the Go module v0.3xx.y; it is built without the web UI's
+# assets (no builtinassets tag), which the API, the probes and the operator do not need.
+prom_mod=$(pinned prometheus github.com/prometheus/prometheus)
+IFS=. read -r _ prom_minor prom_patch <<<"${prom_mod#v}"
+prom_version=$((prom_minor / 100)).$((prom_minor % 100)).$prom_patch
+prom_dir=$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)
+if [[ "$(cat "$prom_dir/VERSION")" != "$prom_version" ]]; then
+  echo "tools: prometheus $prom_mod says VERSION $(cat "$prom_dir/VERSION"), not $prom_version" >&2
+  exit 1
+fi
+stampprom="-X github.com/prometheus/common/version.Version=$prom_version"
+stampprom+=" -X github.com/prometheus/common/version.Revision=$prom_mod"
+stampprom+=" -X github.com/prometheus/common/version.Branch=HEAD"
+for name in prometheus promtool; do
+  build prometheus "$name" "github.com/prometheus/prometheus/cmd/$name" "$stampprom"
+done
+# The operator's default config-reloader image is tagged v<version.Version>.
+po_mod=$(pinned prometheus-operator github.com/prometheus-operator/prometheus-operator)
+stamppo="-X github.com/prometheus/common/version.Version=${po_mod#v}"
+stamppo+=" -X github.com/prometheus/common/version.Revision=$po_mod"
+stamppo+=" -X github.com/prometheus/common/version.Branch=HEAD"
+build prometheus-operator prometheus-operator \
+  github.com/prometheus-operator/prometheus-operator/cmd/operator "$stamppo"
+build prometheus-operator prometheus-config-reloader \
+  github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader "$stamppo"
 echo "tools: all binaries ready in $BIN ($((SECONDS - total))s)"

@@ -139,3 +139,27 @@ gcc -Os -Wall -Werror -static -DVERSION="v$pause_version" -o "$out/build/pause" 
 one_binary "$pause_ref" "$out/build/pause" /pause 65535 pause
 got=$(runs_as_chart "$pause_ref" 65535 /pause -v)
 echo "image: $pause_ref runs read-only as 65535 ($got): $(export_archive "$pause_ref" pause)"
+
+# Prometheus and its operator, for the in-cluster test, at the refs the operator asks for: the
+# operator's Deployment (bundle.yaml) runs /bin/operator from its image's entrypoint, its default
+# config reloader is prometheus-config-reloader:v<its version> run as /bin/prometheus-config-reloader,
+# and it runs Prometheus from the image's entrypoint, /bin/prometheus, with spec.version as the
+# tag. Upstream's images run as nobody (65534). The versions come from the binaries themselves.
+for name in prometheus prometheus-operator prometheus-config-reloader; do
+  [[ -x $bin/$name ]] || { echo "image: $bin/$name is missing: run make tools" >&2; exit 1; }
+done
+prom_ref=quay.io/prometheus/prometheus:v$("$bin/prometheus" --version | awk 'NR == 1 {print $3}')
+po_version=v$("$bin/prometheus-operator" --short-version)
+po_ref=quay.io/prometheus-operator/prometheus-operator:$po_version
+reloader_ref=quay.io/prometheus-operator/prometheus-config-reloader:$po_version
+one_binary "$prom_ref" "$bin/prometheus" /bin/prometheus 65534 prometheus
+got=$(runs_as_chart "$prom_ref" 65534 /bin/prometheus --version | head -1)
+echo "image: $prom_ref runs read-only as 65534 ($got): $(export_archive "$prom_ref" prometheus)"
+one_binary "$po_ref" "$bin/prometheus-operator" /bin/operator 65534 prometheus-operator
+got=$(runs_as_chart "$po_ref" 65534 /bin/operator --short-version)
+echo "image: $po_ref runs read-only as 65534 ($got): $(export_archive "$po_ref" prometheus-operator)"
+one_binary "$reloader_ref" "$bin/prometheus-config-reloader" /bin/prometheus-config-reloader 65534 \
+  prometheus-config-reloader
+got=$(runs_as_chart "$reloader_ref" 65534 /bin/prometheus-config-reloader --short-version)
+echo "image: $reloader_ref runs read-only as 65534 ($got):" \
+  "$(export_archive "$reloader_ref" prometheus-config-reloader)"

@@ -24,13 +24,11 @@ from localcluster import LocalCluster, audit, chart
 from localcluster.node import NAME as NODE
 from localcluster.node import RUNC
 from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
-from tests.incluster.conftest import POOL, VALUES
+from tests.incluster.conftest import VALUES
+from tests.incluster.workloads import APP_NS, LOAD_NS, SCHEDULER, gpu_deployment, policies
 
 pytestmark = pytest.mark.incluster
 NS = chart.NAMESPACE
-APP_NS = "incluster-app"
-LOAD_NS = "incluster-load"
-SCHEDULER = "schedpolicy-scheduler"
 HINTS = "schedpolicy.io/hints"
 COST = "controller.kubernetes.io/pod-deletion-cost"
 LEASE = "schedpolicy"
@@ -55,68 +53,6 @@ def component_pods(cluster: LocalCluster) -> dict[str, list[dict[str, Any]]]:
 def ready(pod: dict[str, Any]) -> bool:
     conditions = pod.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def policies() -> list[dict[str, Any]]:
-    labels = {
-        "apiVersion": "schedpolicy.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": "incluster-gpu-labels"},
-        "spec": {
-            "priority": 600,
-            "nodeLabels": {
-                "gpu": {"sources": ["InstanceType"], "nodeSelector": {"matchLabels": POOL}}
-            },
-        },
-    }
-    apps = {
-        "apiVersion": "schedpolicy.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": "incluster-apps"},
-        "spec": {
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "In",
-                        "values": [APP_NS, LOAD_NS],
-                    }
-                ]
-            },
-            "placement": {
-                "schedulerName": SCHEDULER,
-                "gpu": {"models": ["A100"], "minMemoryMiB": 40960},
-            },
-            "deletionCost": {"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
-        },
-    }
-    return [labels, apps]
-
-
-def gpu_deployment(replicas: int) -> dict[str, Any]:
-    template = {
-        "metadata": {"labels": {"app": "gpu"}},
-        "spec": {
-            "nodeSelector": POOL,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": PAUSE_IMAGE,
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
-                }
-            ],
-        },
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "gpu", "namespace": APP_NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "gpu"}},
-            "template": template,
-        },
-    }
 
 
 @pytest.fixture(scope="module")
