@@ -9,6 +9,7 @@ proxy: the test talks to the real API server and nothing else.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -33,18 +34,7 @@ ON_THE_REAL_NODE = {
 }
 
 
-class _Loader(yaml.SafeLoader):
-    """The bundle's CRDs hold a bare `=` (an enum value), which YAML 1.1 tags as `value`."""
-
-
-def _value(loader: yaml.SafeLoader, node: yaml.Node) -> str:
-    assert isinstance(node, yaml.ScalarNode)
-    return str(loader.construct_scalar(node))
-
-
-_Loader.add_constructor("tag:yaml.org,2002:value", _value)
-
-
+@functools.cache
 def operator_module() -> Path:
     proc = subprocess.run(
         ["go", "list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE],
@@ -91,7 +81,7 @@ def prometheus_objects(scrape_interval: str = "5s") -> list[dict[str, Any]]:
     """Prometheus's ServiceAccount and its RBAC from the module's example, and the
     Prometheus object: every ServiceMonitor and PrometheusRule, in every namespace."""
     rbac_dir = operator_module() / "example" / "rbac" / "prometheus"
-    role = yaml.load((rbac_dir / "prometheus-cluster-role.yaml").read_text(), Loader=_Loader)
+    role = yaml.safe_load((rbac_dir / "prometheus-cluster-role.yaml").read_text())
     role["metadata"]["name"] = f"{NAME}-prometheus"
     # Without the example's own GET on /metrics: the scheduler's must come from the chart's
     # metrics-reader binding, which is what the chart promises to set up.
