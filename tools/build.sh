@@ -124,7 +124,9 @@ build helm helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.ve
 prom_mod=$(pinned prometheus github.com/prometheus/prometheus)
 IFS=. read -r _ prom_minor prom_patch <<<"${prom_mod#v}"
 prom_version=$((prom_minor / 100)).$((prom_minor % 100)).$prom_patch
-prom_dir=$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)
+# `go list -m` names no directory until the module is in the cache, as on a new machine.
+prom_dir=$(cd "$here/prometheus" && go mod download github.com/prometheus/prometheus &&
+  go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)
 if [[ "$(cat "$prom_dir/VERSION")" != "$prom_version" ]]; then
   echo "tools: prometheus $prom_mod says VERSION $(cat "$prom_dir/VERSION"), not $prom_version" >&2
   exit 1

@@ -145,3 +145,20 @@ def test_expiry_and_errors_in_the_stream() -> None:
     other = {"kind": "Status", "code": 500, "reason": "InternalError", "message": "boom"}
     with pytest.raises(StreamError, match="500 InternalError: boom"):
         inf._line(line("ERROR", other), None)
+
+
+class _PlainResponse:
+    """What the apiserver sends for a resource it does not serve: text, not a Status."""
+
+    status, reason = 404, "Not Found"
+
+    async def read(self) -> bytes:
+        return b"404 page not found\n\xff"
+
+
+async def test_a_refusal_that_is_not_a_status_is_reported_as_sent() -> None:
+    from schedpolicy.shell.informer import _refusal
+
+    err = await _refusal(_PlainResponse())
+    assert err.status == 404
+    assert "404 page not found" in str(err)

@@ -106,7 +106,9 @@ async def _refusal(response: aiohttp.ClientResponse) -> StreamError:
     try:
         status = _STATUS.decode(body)
     except msgspec.DecodeError:
-        status = wire.Status(response.status, response.reason or "", body[:200].decode("replace"))
+        status = wire.Status(
+            response.status, response.reason or "", body[:200].decode(errors="replace")
+        )
     return StreamError(response.status, status.reason, status.message)
 
 
