@@ -566,9 +566,13 @@ class LocalCluster:
             self.service_account_kubeconfig(account, file_stem)
 
     def apply_operator_rbac(self) -> list[dict[str, Any]]:
-        """The chart's controller and webhook RBAC, applied as `helm template | kubectl
-        apply` would."""
-        rbac = chart.render("templates/operator/rbac.yaml", "templates/webhook/rbac.yaml")
+        """The chart's controller and webhook RBAC and the controller's admission guard,
+        applied as `helm template | kubectl apply` would."""
+        rbac = chart.render(
+            "templates/operator/rbac.yaml",
+            "templates/webhook/rbac.yaml",
+            "templates/operator/admission-guard.yaml",
+        )
         self.kubectl("apply", "-f", "-", objects=rbac)
         return rbac
 
@@ -578,6 +582,8 @@ class LocalCluster:
         for kind in ("clusterrolebinding", "clusterrole"):
             for name in ("schedpolicy", "schedpolicy-webhook"):
                 self.kubectl("delete", kind, name, "--ignore-not-found")
+        for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy"):
+            self.kubectl("delete", kind, "schedpolicy-controller-guard", "--ignore-not-found")
 
     def service_account_kubeconfig(
         self, account: str, file_stem: str, namespace: str = chart.NAMESPACE

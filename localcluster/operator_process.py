@@ -46,10 +46,11 @@ def schedpolicy_argv(
 
 
 def metrics_flags(on: bool = True) -> list[str]:
-    """/metrics on a free loopback port, or off."""
+    """/metrics on a free loopback port, or off. Plain HTTP: only this machine reaches it,
+    and the tests read it often; the authenticated HTTPS endpoint has its own e2e test."""
     if not on:
         return ["--metrics-port=0"]
-    return [f"--metrics-port={free_port()}", "--metrics-address=127.0.0.1"]
+    return [f"--metrics-port={free_port()}", "--metrics-address=127.0.0.1", "--metrics-insecure"]
 
 
 def controller_argv(

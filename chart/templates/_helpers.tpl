@@ -88,3 +88,44 @@ schedpolicy
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The /metrics flags of both processes: HTTPS for callers the apiserver allows GET on
+       /metrics, or plain HTTP when metrics.secure is false. */}}
+{{- define "schedpolicy.metrics.args" -}}
+- --metrics-port={{ .Values.metrics.port }}
+{{- if not .Values.metrics.secure }}
+- --metrics-insecure
+{{- else if .Values.metrics.certSecret }}
+- --metrics-cert=/metrics-tls/tls.crt
+- --metrics-key=/metrics-tls/tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "schedpolicy.metrics.volumeMount" -}}
+{{- if and .Values.metrics.secure .Values.metrics.certSecret }}
+- name: metrics-tls
+  mountPath: /metrics-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "schedpolicy.metrics.volume" -}}
+{{- if and .Values.metrics.secure .Values.metrics.certSecret }}
+- name: metrics-tls
+  secret:
+    secretName: {{ .Values.metrics.certSecret }}
+{{- end }}
+{{- end -}}
+
+{{- /* What a process serving authenticated /metrics may ask the apiserver. */}}
+{{- define "schedpolicy.metrics.reviewRules" -}}
+{{- if .Values.metrics.secure }}
+# Authenticated /metrics: who a scraper's token belongs to, and whether it may GET /metrics.
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}
+{{- end -}}

@@ -313,10 +313,12 @@ def test_webhook_rbac_only_reads_what_hints_need(cluster: LocalCluster, installe
         ("schedpolicy.io", "schedulingpolicies"): ["list", "watch"],
         ("", "namespaces"): ["list", "watch"],
         ("", "nodes"): ["list", "watch"],
+        ("authentication.k8s.io", "tokenreviews"): ["create"],
+        ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
     }
 
 
-def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
+def test_operator_cluster_role_grants_exactly_the_documented_rules(tmp_path: Path) -> None:
     # can-i samples the matrix; this pins the whole of it, so an added verb fails here.
     (role,) = [
         d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == SINGLETON
@@ -338,8 +340,44 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules() -> None:
         ("", "events"): ["create", "patch"],
         ("apiextensions.k8s.io", "customresourcedefinitions"): read,
         ("coordination.k8s.io", "leases"): ["list"],
+        # Authenticated /metrics: the apiserver judges each scraper; nothing is stored.
+        ("authentication.k8s.io", "tokenreviews"): ["create"],
+        ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
     }
     assert all("resourceNames" not in rule for rule in role["rules"])
+    # Plain-HTTP metrics need no reviews, so the chart grants none.
+    plain = tmp_path / "plain-metrics.yaml"
+    plain.write_text("metrics: {secure: false}\n")
+    (role,) = [
+        d
+        for d in render(plain)
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == SINGLETON
+    ]
+    assert not [r for r in role["rules"] if "tokenreviews" in r["resources"]]
+
+
+def test_security_objects_render_and_the_apiserver_accepts_them(cluster: LocalCluster) -> None:
+    docs = render(ALL_ON)
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert sorted(p["metadata"]["name"] for p in policies) == [
+        f"{OPERATOR}-{c}" for c in ("operator", "scheduler", "webhook")
+    ]
+    (webhook,) = [p for p in policies if p["metadata"]["name"].endswith("-webhook")]
+    # Admission from anywhere (no `from`), /metrics only from the monitoring namespace.
+    assert webhook["spec"]["ingress"][0] == {"ports": [{"protocol": "TCP", "port": 9443}]}
+    assert webhook["spec"]["ingress"][1]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    guard = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert len(guard) == 2
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    out = cluster.kubectl("apply", "--dry-run=server", "-f", "-", objects=policies + guard)
+    assert out.count("(server dry run)") == 5, out
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    operator = next(m for m in monitors if m["metadata"]["name"] == OPERATOR)
+    (endpoint,) = operator["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"].endswith("serviceaccount/token")
 
 
 def test_singleton_names_do_not_depend_on_the_release() -> None:

@@ -33,6 +33,7 @@ def lease_args(namespace: str) -> list[str]:
         "--retry-period=1",
         f"--metrics-port={free_port()}",
         "--metrics-address=127.0.0.1",
+        "--metrics-insecure",
     ]
 
 

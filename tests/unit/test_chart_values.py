@@ -14,7 +14,7 @@ from localcluster.binaries import REPO
 VALUES = REPO / "chart" / "values.yaml"
 README = REPO / "chart" / "README.md"
 # Maps whose keys are the user's (labels, resources, selectors): documented as one value.
-FREE_FORM = {"resources", "nodeSelector", "affinity", "issuerRef", "labels"}
+FREE_FORM = {"resources", "nodeSelector", "affinity", "issuerRef", "labels", "metricsFrom"}
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][A-Za-z0-9_]*):")
 
 

@@ -22,6 +22,7 @@ from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import LeaseSettings
+from schedpolicy.shell.secure_metrics import MetricsServing
 
 
 def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,36 @@ def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
         help="path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
     )
     parser.add_argument("--context", help="kubeconfig context to use")
+
+
+def _add_metrics_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port", type=int, default=8443, help="port of /metrics (0 disables it)"
+    )
+    parser.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    parser.add_argument(
+        "--metrics-cert",
+        help="PEM certificate of /metrics (default: a self-signed one made at start)",
+    )
+    parser.add_argument("--metrics-key", help="PEM private key of --metrics-cert")
+    parser.add_argument(
+        "--metrics-insecure",
+        action="store_true",
+        help="serve /metrics as plain HTTP to anyone, instead of HTTPS to callers the"
+        " apiserver allows GET on /metrics (TokenReview, SubjectAccessReview)",
+    )
+
+
+def _metrics(args: argparse.Namespace) -> MetricsServing:
+    if bool(args.metrics_cert) != bool(args.metrics_key):
+        raise SystemExit("schedpolicy: --metrics-cert and --metrics-key go together")
+    return MetricsServing(
+        port=args.metrics_port,
+        address=args.metrics_address,
+        secure=not args.metrics_insecure,
+        cert=args.metrics_cert,
+        key=args.metrics_key,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--heartbeat-seconds", type=float, default=60.0, help="interval of the heartbeat log line"
     )
-    run.add_argument(
-        "--metrics-port", type=int, default=8080, help="port of /metrics (0 disables it)"
-    )
-    run.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    _add_metrics_flags(run)
     run.add_argument(
         "--write-concurrency",
         type=int,
@@ -97,10 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="never hint pods in this namespace (repeatable; kube-system, $POD_NAMESPACE always)",
     )
-    hook.add_argument(
-        "--metrics-port", type=int, default=8080, help="port of /metrics (0 disables it)"
-    )
-    hook.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    _add_metrics_flags(hook)
     hook.add_argument(
         "--health-port", type=int, default=0, help="serve /healthz and /readyz here (0: off)"
     )
@@ -217,8 +242,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
-        metrics_port=args.metrics_port,
-        metrics_address=args.metrics_address,
+        metrics=_metrics(args),
         write_concurrency=args.write_concurrency,
         pending_threshold_seconds=args.pending_threshold_seconds,
         lease=_lease(args, instance),
@@ -242,8 +266,7 @@ def _webhook(args: argparse.Namespace) -> int:
         cert=args.cert,
         key=args.key,
         exclude_namespaces=_excluded(args.exclude_namespace),
-        metrics_port=args.metrics_port,
-        metrics_address=args.metrics_address,
+        metrics=_metrics(args),
         health_port=args.health_port,
         shutdown_delay=args.shutdown_delay,
         instance=_instance(),

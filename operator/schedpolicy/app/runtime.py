@@ -8,13 +8,13 @@ import logging
 import threading
 
 import kopf
-import prometheus_client
 
 from schedpolicy import __version__
 from schedpolicy.app import health
 from schedpolicy.app.handlers import registry
 from schedpolicy.app.settings import OperatorState, RunConfig
-from schedpolicy.shell import heap
+from schedpolicy.shell import heap, secure_metrics
+from schedpolicy.shell.kube import Kube
 
 log = logging.getLogger("schedpolicy")
 
@@ -30,14 +30,14 @@ async def heartbeat(interval: float, stop: asyncio.Event) -> None:
 
 async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     heap.tune()
-    if cfg.metrics_port:
-        prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
-        log.info("metrics on http://%s:%d/metrics", cfg.metrics_address, cfg.metrics_port)
+    stop = asyncio.Event()
+    background = [asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))]
+    # Its own API client: the reviews must not queue behind the controller's writes.
+    reviewer = await Kube.connect(cfg.credentials, cfg.instance) if cfg.metrics.secure else None
+    metrics = await secure_metrics.serve(cfg.metrics, reviewer, background)
     memo = OperatorState(config=cfg)
     # Up before kopf: a replica that cannot reach the apiserver is alive but not ready.
     probes = await health.serve(memo, "0.0.0.0", cfg.liveness_port) if cfg.liveness_port else None
-    stop = asyncio.Event()
-    background = [asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))]
     halt: threading.Event | asyncio.Event = stop_flag or asyncio.Event()
     try:
         await kopf.operator(
@@ -54,3 +54,7 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
         await asyncio.gather(*background, return_exceptions=True)
         if probes is not None:
             await probes.cleanup()
+        if metrics is not None:
+            await metrics.cleanup()
+        if reviewer is not None:
+            await reviewer.close()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
 from schedpolicy.shell.reconciler import Reconciler
+from schedpolicy.shell.secure_metrics import MetricsServing
 from schedpolicy.shell.sync_barrier import Seen
 from schedpolicy.view.cluster import ClusterView
 
@@ -25,8 +26,7 @@ class RunConfig:
     heartbeat_seconds: float = 60.0
     watch_timeout_seconds: int = 300
     write_concurrency: int = 16
-    metrics_port: int = 8080
-    metrics_address: str = "0.0.0.0"  # all interfaces: Prometheus scrapes from other pods
+    metrics: MetricsServing = field(default_factory=MetricsServing)
     pending_threshold_seconds: float = 60.0
     lease: LeaseSettings | None = None  # None: no leader election, this process always writes
     liveness_port: int = 0

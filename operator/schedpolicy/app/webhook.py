@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-import prometheus_client
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from schedpolicy.core import api
-from schedpolicy.shell import cert_watch, heap, metrics
+from schedpolicy.shell import cert_watch, heap, metrics, secure_metrics
 from schedpolicy.shell.informer import Informer, Resource, by_name
 from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.secure_metrics import MetricsServing
 from schedpolicy.view import admission, wire
 from schedpolicy.view.admission_view import AdmissionView
 
@@ -112,8 +111,7 @@ class WebhookConfig:
     cert: str | None = None
     key: str | None = None
     exclude_namespaces: tuple[str, ...] = ("kube-system",)
-    metrics_port: int = 8080
-    metrics_address: str = "0.0.0.0"
+    metrics: MetricsServing = field(default_factory=MetricsServing)
     health_port: int = 0
     watch_timeout_seconds: int = 300
     # After a stop signal: seconds of serving while unready. The apiserver keeps calling a
@@ -180,8 +178,6 @@ def probes(
 async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     heap.tune()
     halt = stop or asyncio.Event()
-    if cfg.metrics_port:
-        prometheus_client.start_http_server(cfg.metrics_port, addr=cfg.metrics_address)
     kube = await Kube.connect(cfg.credentials, cfg.instance)
     view = AdmissionView()
     t = cfg.watch_timeout_seconds
@@ -200,11 +196,13 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     runners = [runner]
     context = None
     if cfg.cert and cfg.key:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(cfg.cert, cfg.key)
+        context = secure_metrics.tls_context(cfg.cert, cfg.key)
         files = (cfg.cert, cfg.key)
         tasks.append(asyncio.create_task(cert_watch.stop_on_change(files, halt.set)))
     await web.TCPSite(runner, cfg.address, cfg.port, ssl_context=context).start()
+    scrape = await secure_metrics.serve(cfg.metrics, kube, tasks)
+    if scrape is not None:
+        runners.append(scrape)
     if cfg.health_port:
         # Plain HTTP for the kubelet's probes, like the controller's; no /hints there.
         health = web.AppRunner(probes(view, informers, halt), access_log=None)

@@ -1,4 +1,4 @@
-"""Exit when the webhook's serving certificate changes on disk.
+"""Act when a serving certificate changes on disk: the webhook exits, /metrics reloads.
 
 kopf's webhook server loads its certificate once, at start. cert-manager renews
 certificates (every 60 of 90 days by default) by updating the mounted Secret; a
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import ssl
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -45,3 +46,23 @@ async def stop_on_change(
             )
             stop()
             return
+
+
+async def reload_on_change(
+    paths: tuple[str, str], context: ssl.SSLContext, every: float = CHECK_SECONDS
+) -> None:
+    """Loads a renewed certificate and key into `context`: new handshakes use them, and a
+    scrape endpoint, unlike the webhook, has no reason to restart the process."""
+    last = fingerprint(paths)
+    while True:
+        await asyncio.sleep(every)
+        now = fingerprint(paths)
+        if now == last:
+            continue
+        try:
+            context.load_cert_chain(*paths)
+        except (OSError, ssl.SSLError) as err:  # mid-rotation: one file new, one old
+            log.info("the metrics certificate is changing (%s); trying again", err)
+            continue
+        last = now
+        log.info("loaded the renewed metrics certificate")

@@ -143,7 +143,9 @@ async def test_untrustworthy_samples_change_nothing(
                 },
             ),
         )
-        start_operator(f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1")
+        start_operator(
+            f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1", "--metrics-insecure"
+        )
 
         def all_900() -> bool:
             items = get_json(cluster, "pods", "-n", namespace)["items"]
@@ -224,7 +226,9 @@ async def test_a_cost_set_by_someone_else_is_left_alone(
         namespace,
         deletionCost={"signals": [{"type": "CapacityType", "capacityType": {"spot": -100}}]},
     )
-    start_operator(f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1")
+    start_operator(
+        f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1", "--metrics-insecure"
+    )
 
     def settled() -> dict[str, str | None] | None:
         costs = {
@@ -272,7 +276,9 @@ async def test_gpu_labels_without_allocatable_gpus_get_nothing(
             },
         },
     )
-    start_operator(f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1")
+    start_operator(
+        f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1", "--metrics-insecure"
+    )
     await asyncio.to_thread(
         wait_until,
         lambda: (
