@@ -32,7 +32,7 @@ ENV PATH=/opt/schedpolicy/bin:$PATH \
     HOME=/tmp \
     TMPDIR=/tmp
 USER 65532:65532
-EXPOSE 8080 8081 9443
+EXPOSE 8443 8081 9443
 # `docker run IMAGE --help` shows the operator's flags; other subcommands need
 # `--entrypoint schedpolicy` (for example `... --entrypoint schedpolicy IMAGE crd`).
 ENTRYPOINT ["schedpolicy", "run"]

@@ -60,6 +60,8 @@ def endpoints(
         yield [
             Endpoint("controller", controller_port, authority.cert_path),
             Endpoint("webhook", webhook_port, None),
+            # The webhook's /hints, which the apiserver calls.
+            Endpoint("admission", hook.port, hook.ca),
         ]
     finally:
         controller.stop()
@@ -127,7 +129,7 @@ def test_metrics_need_a_token_the_apiserver_accepts_and_authorizes(
     assert family in body
 
 
-@pytest.mark.parametrize("which", ["controller", "webhook"])
+@pytest.mark.parametrize("which", ["controller", "webhook", "admission"])
 def test_plain_http_on_the_tls_port_is_refused(endpoints: list[Endpoint], which: str) -> None:
     (endpoint,) = [e for e in endpoints if e.name == which]
     conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
@@ -154,39 +156,26 @@ def _handshake(port: int, version: ssl.TLSVersion, ciphers: str) -> str:
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
 @pytest.mark.parametrize("which", ["controller", "webhook", "admission"])
-def test_only_tls_12_and_later_with_modern_ciphers(
-    cluster: LocalCluster, endpoints: list[Endpoint], which: str, tmp_path: Path
-) -> None:
-    if which == "admission":
-        # The webhook's /hints port, which the apiserver calls.
-        hook = LoopbackWebhook(cluster, tmp_path / "pki", "unused")
-        proc = hook.start(tmp_path / "hints.log", metrics=False)
-        port = hook.port
-    else:
-        proc = None
-        (endpoint,) = [e for e in endpoints if e.name == which]
-        port = endpoint.port
-    try:
-        modern = _handshake(port, ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM")
-        assert "GCM" in modern, modern
-        assert _handshake(port, ssl.TLSVersion.TLSv1_3, "DEFAULT").startswith("TLS_")
-        # asyncio's TLS transport closes without flushing the server's alert, so the
-        # client sees either the alert or the close; a client unable to offer the protocol
-        # or the cipher would fail before sending anything (NO_PROTOCOLS_AVAILABLE,
-        # NO_CIPHERS_AVAILABLE) and not pass here.
-        server_refused = {
-            "refused: TLSV1_ALERT_PROTOCOL_VERSION",
-            "refused: SSLV3_ALERT_HANDSHAKE_FAILURE",
-            "refused: UNEXPECTED_EOF_WHILE_READING",
-        }
-        for version in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
-            assert _handshake(port, version, "ALL") in server_refused, version
-        # CBC with SHA-1, and RSA key exchange without forward secrecy.
-        for legacy in ("ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA", "AES128-GCM-SHA256"):
-            outcome = _handshake(port, ssl.TLSVersion.TLSv1_2, legacy)
-            assert outcome in server_refused, (legacy, outcome)
-        # The server survived all of that.
-        assert "GCM" in _handshake(port, ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM")
-    finally:
-        if proc is not None:
-            proc.stop()
+def test_only_tls_12_and_later_with_modern_ciphers(endpoints: list[Endpoint], which: str) -> None:
+    (endpoint,) = [e for e in endpoints if e.name == which]
+    port = endpoint.port
+    modern = _handshake(port, ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM")
+    assert "GCM" in modern, modern
+    assert _handshake(port, ssl.TLSVersion.TLSv1_3, "DEFAULT").startswith("TLS_")
+    # asyncio's TLS transport closes without flushing the server's alert, so the
+    # client sees either the alert or the close; a client unable to offer the protocol
+    # or the cipher would fail before sending anything (NO_PROTOCOLS_AVAILABLE,
+    # NO_CIPHERS_AVAILABLE) and not pass here.
+    server_refused = {
+        "refused: TLSV1_ALERT_PROTOCOL_VERSION",
+        "refused: SSLV3_ALERT_HANDSHAKE_FAILURE",
+        "refused: UNEXPECTED_EOF_WHILE_READING",
+    }
+    for version in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
+        assert _handshake(port, version, "ALL") in server_refused, version
+    # CBC with SHA-1, and RSA key exchange without forward secrecy.
+    for legacy in ("ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA", "AES128-GCM-SHA256"):
+        outcome = _handshake(port, ssl.TLSVersion.TLSv1_2, legacy)
+        assert outcome in server_refused, (legacy, outcome)
+    # The server survived all of that.
+    assert "GCM" in _handshake(port, ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM")
