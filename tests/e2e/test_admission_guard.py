@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from localcluster import LocalCluster, binaries, chart
+from localcluster.operator_process import OperatorProcess
+from tests.e2e.kubeobjects import wait_until
 from tests.e2e.pools import Pool
 
 pytestmark = pytest.mark.e2e
@@ -278,3 +280,48 @@ def test_another_identity_is_unaffected(
     assert _get(cluster, "pod", pod, "-n", namespace)["metadata"]["labels"]["admin"] == "yes"
     taints = _get(cluster, "node", node)["spec"]["taints"]
     assert {"key": "admin", "value": "yes", "effect": "NoSchedule"} in taints
+
+
+def test_a_policy_prefix_outside_the_guard_shows_as_degraded(
+    cluster: LocalCluster, namespace: str, operator: OperatorProcess, policies: list[str]
+) -> None:
+    """The operator under the guard, as in the chart: a policy whose labelPrefix the chart's
+    values do not list gets its label writes denied, and says so in its status."""
+    pool = Pool(cluster, namespace)
+    (made,) = pool.create(pool.node("p4d", instance_type="p4d.24xlarge", gpus="8", cpu="96"))
+    name = f"unlisted-prefix-{pool.tag}"
+    policy = {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeLabels": {
+                "gpu": {
+                    "labelPrefix": "gpus.example.com",
+                    "sources": ["InstanceType"],
+                    "nodeSelector": {"matchLabels": pool.selector},
+                }
+            }
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", objects=[policy])
+    policies.append(name)
+    try:
+
+        def degraded() -> dict[str, Any] | None:
+            for cond in (
+                _get(cluster, "schedulingpolicy", name).get("status", {}).get("conditions", [])
+            ):
+                if cond["type"] == "Degraded" and cond["status"] == "True":
+                    return dict(cond)
+            return None
+
+        cond = wait_until(degraded, within=60, what="the policy to report the denied write")
+        assert cond["reason"] == "LabelWriteFailed"
+        assert made.name in cond["message"]
+        assert GUARD in cond["message"]
+        assert "metadata.labels[gpus.example.com/gpu-model]" in cond["message"]
+        labels = _get(cluster, "node", made.name)["metadata"]["labels"]
+        assert not [k for k in labels if k.startswith("gpus.example.com/")]
+    finally:
+        pool.cleanup()

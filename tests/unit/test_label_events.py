@@ -119,3 +119,41 @@ def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
         }
 
     asyncio.run(run())
+
+
+def test_a_refused_write_is_kept_for_the_policy_status_until_one_succeeds() -> None:
+    from schedpolicy.shell.kube import Forbidden
+
+    view = decisions.build_view(policies=[POLICY])
+    view.upsert_node(node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"}))
+    denial = "ValidatingAdmissionPolicy 'schedpolicy-controller-guard' denied request"
+
+    class Guarded:
+        refuse = True
+
+        async def apply_node_labels(self, name: str, uid: str, plan: LabelPlan) -> str:
+            if self.refuse:
+                raise Forbidden(403, denial)
+            return "2"
+
+    class Quiet(Events):
+        async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
+            pass
+
+    kube, changes = Guarded(), []
+    sync = LabelSync(kube, view, Quiet(Kube.__new__(Kube)), lambda: changes.append(1))
+
+    async def run() -> None:
+        await sync.write("n1", view.policies())
+        await sync.write("n1", view.policies())  # the same refusal: no new status change
+        assert len(changes) == 1
+        ((node_name, (policy, message)),) = sync.failures.items()
+        assert (node_name, policy) == ("n1", "gpus")
+        assert denial in message
+        kube.refuse = False
+        sync.forget_writes()
+        await sync.write("n1", view.policies())
+        assert sync.failures == {}
+        assert len(changes) == 2
+
+    asyncio.run(run())

@@ -97,8 +97,12 @@ def test_pending_report(
             ),
             ["AnotherInstance", "CostWriteFailed", "LabelConflict"],
         ),
+        (
+            reports.Findings(label_failures={"n1": ("costed", "403 Forbidden: denied")}),
+            ["LabelWriteFailed"],
+        ),
     ],
-    ids=["clean", "cost-failure", "orphan-failure", "another-install-first"],
+    ids=["clean", "cost-failure", "orphan-failure", "another-install-first", "label-failure"],
 )
 def test_status_problems(found: reports.Findings, reasons: list[str]) -> None:
     view = decisions.build_view(policies=[COSTED], pods=[waiting("a", 0)])

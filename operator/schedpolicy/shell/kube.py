@@ -13,6 +13,7 @@ writers react to what happened rather than to status codes.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,12 +84,23 @@ def classify(
 _JSON_PATCH_PRECONDITIONS = frozenset({409, 422})
 
 
+def _why(err: ApiException) -> str:
+    """The reason, with the Status message when the body has one: that is where the
+    apiserver says which rule refused (RBAC, an admission policy and its message)."""
+    reason = str(err.reason)
+    try:
+        message = json.loads(err.body or "{}").get("message")
+    except (ValueError, AttributeError, TypeError):
+        message = None
+    return f"{reason}: {message}" if message else reason
+
+
 @contextmanager
 def _typed_errors(preconditions: frozenset[int] = frozenset({409})) -> Iterator[None]:
     try:
         yield
     except ApiException as err:
-        raise classify(int(err.status or 0), str(err.reason), preconditions) from err
+        raise classify(int(err.status or 0), _why(err), preconditions) from err
     except (aiohttp.ClientError, OSError, TimeoutError) as err:
         raise Transient(0, type(err).__name__) from err
 

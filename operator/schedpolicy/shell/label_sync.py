@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from schedpolicy.core import gpu, matching
@@ -31,10 +32,20 @@ class NodeOutcome:
 
 
 class LabelSync:
-    def __init__(self, kube: Kube, view: ClusterView, events: Events) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        view: ClusterView,
+        events: Events,
+        failures_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.kube = kube
         self.view = view
         self.events = events
+        # node -> (policy, why its last write was refused), for the policy's status: a
+        # denial (by RBAC or the admission guard) must show where the admin looks.
+        self.failures: dict[str, tuple[str, str]] = {}
+        self.failures_changed = failures_changed
         self.outcomes: dict[str, NodeOutcome] = {}
         self.echoes: Echoes[str] = Echoes()  # by node name
         self._reported: dict[str, set[str]] = defaultdict(set)  # messages already posted as Events
@@ -46,6 +57,7 @@ class LabelSync:
         self.echoes.seen(node.name, node.resource_version)
 
     def node_gone(self, name: str) -> None:
+        self._settled(name)
         self.outcomes.pop(name, None)
         self.echoes.forget(name)
         self._reported.pop(name, None)
@@ -118,11 +130,20 @@ class LabelSync:
                 "LabelWriteFailed",
                 f"writing GPU labels failed: {err}",
             )
+            policy = self.outcomes[name].policy
+            if policy is not None and self.failures.get(name) != (policy, str(err)):
+                self.failures[name] = (policy, str(err))
+                self.failures_changed()
             return
         metrics.NODE_LABEL_WRITES.labels(result="ok").inc()
+        self._settled(name)
         log.info("node %s: set %s, removed %s", name, dict(plan.set), list(plan.remove))
         seen = self.view.nodes.get(name)
         self.echoes.wrote(name, version, None, seen.resource_version if seen else None)
+
+    def _settled(self, name: str) -> None:
+        if self.failures.pop(name, None) is not None:
+            self.failures_changed()
 
     def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
         """Per policy: nodes carrying exactly its labels, and label conflicts."""

@@ -66,7 +66,7 @@ class Reconciler:
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         events = Events(kube)
-        self.labels = LabelSync(kube, view, events)
+        self.labels = LabelSync(kube, view, events, self._status_dirty)
         self.costs = CostWriter(
             kube,
             view,
@@ -104,8 +104,7 @@ class Reconciler:
 
     def policies_changed(self) -> None:
         self.dirty.everything()
-        self._counts_dirty = True
-        self._wake.set()
+        self._status_dirty()
 
     def status_changed(self) -> None:
         self._status_dirty()
@@ -289,6 +288,7 @@ class Reconciler:
             other_installs=self._other_installs,
             labeled=labeled,
             label_conflicts=label_conflicts,
+            label_failures=self.labels.failures,
         )
         report = reports.status_report(self.view, self.outcomes, found)
         metrics.set_cost_bands(report.cost_bands)

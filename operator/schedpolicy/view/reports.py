@@ -78,6 +78,7 @@ class Findings:
     other_installs: tuple[str, ...] = ()
     labeled: Mapping[str, int] = field(default_factory=dict)  # policy -> nodes labelled
     label_conflicts: Mapping[str, list[str]] = field(default_factory=dict)
+    label_failures: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # node -> ...
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,10 @@ def status_report(
             problems[policy.name].insert(0, another)
     for policy_name, conflicts in found.label_conflicts.items():
         problems[policy_name] += [("LabelConflict", c) for c in conflicts]
+    for node_name, (policy_name, message) in sorted(found.label_failures.items()):
+        problems[policy_name].append(
+            ("LabelWriteFailed", f"writing the GPU labels of node {node_name} failed: {message}")
+        )
     counts = {}
     for policy in view.policies():
         has_pods = policy.has("deletionCost") or policy.has("placement")
