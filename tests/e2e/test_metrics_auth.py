@@ -49,13 +49,15 @@ def endpoints(
         f"--metrics-key={pair.key}",
     )
     hook = LoopbackWebhook(cluster, work / "webhook-pki", "unused")
-    webhook = hook.start(
-        work / "webhook.log",
-        f"--metrics-port={webhook_port}",
-        "--metrics-address=127.0.0.1",
-        metrics=False,
-    )
+    webhook: OperatorProcess | None = None
     try:
+        # Inside the try: a webhook that never syncs must not leave the controller running.
+        webhook = hook.start(
+            work / "webhook.log",
+            f"--metrics-port={webhook_port}",
+            "--metrics-address=127.0.0.1",
+            metrics=False,
+        )
         controller.wait_for_log("view synced")
         yield [
             Endpoint("controller", controller_port, authority.cert_path),
@@ -65,7 +67,8 @@ def endpoints(
         ]
     finally:
         controller.stop()
-        webhook.stop()
+        if webhook is not None:
+            webhook.stop()
 
 
 def _context(endpoint: Endpoint) -> ssl.SSLContext:
