@@ -23,7 +23,7 @@ from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from schedpolicy.core import api
-from schedpolicy.shell import cert_watch, heap, metrics, secure_metrics
+from schedpolicy.shell import cert_watch, heap, metrics, secure_metrics, serving_tls
 from schedpolicy.shell.informer import Informer, Resource, by_name
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.secure_metrics import MetricsServing
@@ -196,7 +196,7 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     runners = [runner]
     context = None
     if cfg.cert and cfg.key:
-        context = secure_metrics.tls_context(cfg.cert, cfg.key)
+        context = serving_tls.tls_context(cfg.cert, cfg.key)
         files = (cfg.cert, cfg.key)
         tasks.append(asyncio.create_task(cert_watch.stop_on_change(files, halt.set)))
     await web.TCPSite(runner, cfg.address, cfg.port, ssl_context=context).start()

@@ -10,7 +10,7 @@ why a scrape was refused.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -30,7 +30,6 @@ class Verdict:
 
     status: int
     reason: str
-    user: User | None = field(default=None, compare=False)
 
     @property
     def allowed(self) -> bool:
@@ -93,6 +92,6 @@ def authorized(user: User, review: Mapping[str, Any], path: str, verb: str = "ge
     """What a SubjectAccessReview answer means for this user's scrape."""
     status = review.get("status") or {}
     if status.get("allowed") and not status.get("denied"):
-        return Verdict(200, f"{user.name} may {verb} {path}", user)
+        return Verdict(200, f"{user.name} may {verb} {path}")
     why = status.get("reason") or status.get("evaluationError") or "no RBAC rule allows it"
-    return Verdict(403, f'forbidden: user "{user.name}" may not {verb} {path}: {why}', user)
+    return Verdict(403, f'forbidden: user "{user.name}" may not {verb} {path}: {why}')

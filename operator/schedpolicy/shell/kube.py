@@ -324,17 +324,7 @@ class Kube:
         """Creates a TokenReview or a SubjectAccessReview: the apiserver answers in the
         returned status and stores nothing."""
         group = "authentication.k8s.io" if kind == "tokenreviews" else "authorization.k8s.io"
-        with _typed_errors():
-            result = await self.api.call_api(
-                f"/apis/{group}/v1/{kind}",
-                "POST",
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                response_types_map={201: "object", 200: "object"},
-                _return_http_data_only=True,
-            )
-        return dict(result or {})
+        return await self._send("POST", f"/apis/{group}/v1/{kind}", body)
 
     async def get(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
         """A read, as plain JSON (for explain and simulate, and the sync barrier)."""

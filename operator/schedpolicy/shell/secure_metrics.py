@@ -9,16 +9,14 @@ allow, thirty seconds for a deny), so a scrape every 30 s costs the apiserver li
 
 Without a certificate file the server makes a self-signed one at start, as
 controller-runtime does; the chart's ServiceMonitors then skip verification unless
-given a CA. TLS is 1.2 or later with ECDHE and AEAD ciphers only.
+given a CA. TLS is `serving_tls`'s, as on the webhook's admission port.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
 import logging
-import ssl
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from aiohttp import web
 from schedpolicy.core import access
 from schedpolicy.shell import cert_watch
 from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.serving_tls import self_signed, tls_context
 
 log = logging.getLogger("schedpolicy.metrics")
 
@@ -40,8 +39,6 @@ TOKEN_TTL = 60.0
 ALLOW_TTL = 300.0
 DENY_TTL = 30.0
 CACHE_LIMIT = 1024
-# Forward secrecy and AEAD only (TLS 1.3's suites are all of that kind already).
-TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 
 @dataclass(frozen=True)
@@ -53,51 +50,6 @@ class MetricsServing:
     secure: bool = True  # False: plain HTTP, no authentication (local use only)
     cert: str | None = None
     key: str | None = None
-
-
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """A server context that refuses TLS below 1.2 and ciphers without forward secrecy."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_ciphers(TLS12_CIPHERS)
-    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
-    context.load_cert_chain(cert, key)
-    return context
-
-
-def self_signed(directory: Path, host: str) -> tuple[str, str]:
-    """A fresh key and a self-signed certificate for `host`, written under `directory`."""
-    # Imported here: only a process without a mounted certificate pays for it.
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_path), str(key_path)
 
 
 K = TypeVar("K")
