@@ -157,3 +157,17 @@ def test_a_refused_write_is_kept_for_the_policy_status_until_one_succeeds() -> N
         assert len(changes) == 2
 
     asyncio.run(run())
+
+
+def test_a_refusal_is_forgotten_once_the_policy_no_longer_governs_the_node() -> None:
+    view = decisions.build_view(policies=[POLICY])
+    view.upsert_node(node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"}))
+    changes: list[int] = []
+    sync = LabelSync(
+        Kube.__new__(Kube), view, Events(Kube.__new__(Kube)), lambda: changes.append(1)
+    )
+    sync.refresh("n1", view.policies())
+    sync.failures["n1"] = ("gpus", "403 Forbidden")
+    sync.refresh("n1", [])
+    assert sync.failures == {}
+    assert changes == [1]

@@ -75,6 +75,9 @@ class LabelSync:
             return False
         outcome = self.plan_node(node, policies)
         self.outcomes[name] = outcome
+        failed = self.failures.get(name)
+        if failed is not None and failed[0] != outcome.policy:
+            self._settled(name)  # another policy governs the node now, or none
         return not outcome.plan.empty and self.echoes.pending(name) is None
 
     async def report(self, name: str) -> None:

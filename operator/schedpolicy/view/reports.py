@@ -78,7 +78,8 @@ class Findings:
     other_installs: tuple[str, ...] = ()
     labeled: Mapping[str, int] = field(default_factory=dict)  # policy -> nodes labelled
     label_conflicts: Mapping[str, list[str]] = field(default_factory=dict)
-    label_failures: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # node -> ...
+    # node -> (the policy governing it, why its last label write was refused)
+    label_failures: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
