@@ -617,3 +617,20 @@ def test_dashboards_query_only_exported_metrics(
         }
         for title, metric in panels.items():
             assert metric in shown.get(title, set()), f"{uid}: no panel {title!r} on {metric}"
+
+
+def test_a_metrics_cert_secret_is_mounted_and_served_by_both_processes(tmp_path: Path) -> None:
+    values = tmp_path / "cert.yaml"
+    values.write_text("metrics: {certSecret: metrics-tls}\n")
+    deployments = [d for d in render(values) if d["kind"] == "Deployment"]
+    ours = [d for d in deployments if "scheduler" not in d["metadata"]["name"]]
+    assert len(ours) == 2
+    for d in ours:
+        pod = d["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert "--metrics-cert=/metrics-tls/tls.crt" in container["args"]
+        assert "--metrics-key=/metrics-tls/tls.key" in container["args"]
+        assert {"name": "metrics-tls", "mountPath": "/metrics-tls", "readOnly": True} in container[
+            "volumeMounts"
+        ]
+        assert {"name": "metrics-tls", "secret": {"secretName": "metrics-tls"}} in pod["volumes"]
