@@ -81,6 +81,26 @@ def namespace_policy(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def gpu_label_policy(
+    name: str, prefix: str, selector: dict[str, str], sources: tuple[str, ...] = ("InstanceType",)
+) -> dict[str, Any]:
+    """A SchedulingPolicy that only labels the GPU nodes `selector` picks."""
+    return {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeLabels": {
+                "gpu": {
+                    "labelPrefix": prefix,
+                    "sources": list(sources),
+                    "nodeSelector": {"matchLabels": selector},
+                }
+            }
+        },
+    }
+
+
 def apply(cluster: LocalCluster, doc: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", objects=[doc])
 

@@ -14,7 +14,7 @@ import pytest
 from localcluster import LocalCluster, binaries, chart
 from localcluster.operator_process import OperatorProcess
 from tests.e2e.kubeobjects import wait_until
-from tests.e2e.pools import Pool
+from tests.e2e.pools import Pool, gpu_label_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -285,25 +285,13 @@ def test_another_identity_is_unaffected(
 def test_a_policy_prefix_outside_the_guard_shows_as_degraded(
     cluster: LocalCluster, namespace: str, operator: OperatorProcess, policies: list[str]
 ) -> None:
-    """The operator under the guard, as in the chart: a policy whose labelPrefix the chart's
-    values do not list gets its label writes denied, and says so in its status."""
+    """The apiserver as the backstop: an operator not told the guard's prefixes (run by
+    hand, or by an older chart) has its label writes under an unlisted labelPrefix denied,
+    and says so in the policy's status. test_admitted_prefixes covers the chart's way."""
     pool = Pool(cluster, namespace)
     (made,) = pool.create(pool.node("p4d", instance_type="p4d.24xlarge", gpus="8", cpu="96"))
     name = f"unlisted-prefix-{pool.tag}"
-    policy = {
-        "apiVersion": "schedpolicy.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeLabels": {
-                "gpu": {
-                    "labelPrefix": "gpus.example.com",
-                    "sources": ["InstanceType"],
-                    "nodeSelector": {"matchLabels": pool.selector},
-                }
-            }
-        },
-    }
+    policy = gpu_label_policy(name, "gpus.example.com", pool.selector)
     cluster.kubectl("apply", "-f", "-", objects=[policy])
     policies.append(name)
     try:

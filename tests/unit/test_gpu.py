@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from schedpolicy.core.api import GPULabels
-from schedpolicy.core.gpu import INSTANCE_TYPES, decide, normalize_product, parse_memory, plan
+from schedpolicy.core.gpu import (
+    INSTANCE_TYPES,
+    decide,
+    normalize_product,
+    parse_admitted,
+    parse_memory,
+    plan,
+)
 from schedpolicy.core.wellknown import (
     GFD_MEMORY,
     GFD_PRODUCT,
@@ -630,6 +637,50 @@ def test_reserved_prefix_refused_even_without_cel() -> None:
     # And the planner drops such keys whatever it is handed.
     change = plan({"node.kubernetes.io/gpu-model": "A10G"}, {}, {}, {}, allow_overwrite=True)
     assert change.empty
+
+
+@pytest.mark.parametrize(
+    ("admitted", "labelled"),
+    [
+        (None, True),
+        (frozenset({"schedpolicy.io"}), True),
+        (frozenset({"gpu.example.com", "schedpolicy.io"}), True),
+        (frozenset({"example.com"}), False),
+        (frozenset({"gpus.schedpolicy.io"}), False),
+    ],
+)
+def test_a_prefix_the_guard_does_not_admit_is_not_labelled(
+    admitted: frozenset[str] | None, labelled: bool
+) -> None:
+    decision = decide(
+        spec(sources=["InstanceType"]), {INSTANCE_TYPE_LABEL: "g5.xlarge"}, 1, admitted
+    )
+    assert bool(decision.labels) is labelled
+    assert (decision.error is None) is labelled
+    if not labelled:
+        assert decision.error is not None
+        assert "schedpolicy.io is not one the admission guard lets" in decision.error
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("schedpolicy.io", {"schedpolicy.io"}),
+        (" schedpolicy.io , gpu.example.com,", {"schedpolicy.io", "gpu.example.com"}),
+        ("", "at least one label prefix"),
+        (" , ", "at least one label prefix"),
+        ("Schedpolicy.io", "'Schedpolicy.io' is not a DNS subdomain"),
+        ("schedpolicy.io/x", "is not a DNS subdomain"),
+        ("node.kubernetes.io", "node.kubernetes.io is reserved for Kubernetes"),
+        ("k8s.io", "k8s.io is reserved for Kubernetes"),
+    ],
+)
+def test_parse_admitted(raw: str, parsed: set[str] | str) -> None:
+    if isinstance(parsed, set):
+        assert parse_admitted(raw) == parsed
+    else:
+        with pytest.raises(ValueError, match=parsed):
+            parse_admitted(raw)
 
 
 OURS = {MODEL: frozenset({"schedpolicy"}), MEMORY: frozenset({"schedpolicy"})}

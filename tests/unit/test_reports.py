@@ -120,3 +120,33 @@ def test_a_status_shows_five_problems_and_counts_the_rest() -> None:
     assert len(observed.degraded) == 6
     assert observed.degraded[-1] == "and 3 more problems"
     assert observed.degraded_reason == "CostWriteFailed"
+
+
+LABELLER = {
+    "metadata": {"name": "labeller", "uid": "uid-labeller", "generation": 1},
+    "spec": {"nodeLabels": {"gpu": {"labelPrefix": "gpus.example.com"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("admitted", "reasons"),
+    [
+        # Not told the guard's prefixes: the apiserver judges each write.
+        (None, []),
+        (frozenset({"gpus.example.com", "schedpolicy.io"}), []),
+        (frozenset({"schedpolicy.io"}), ["LabelPrefixNotAdmitted"]),
+        # The guard matches `<prefix>/`, so a parent domain admits nothing below it.
+        (frozenset({"example.com"}), ["LabelPrefixNotAdmitted"]),
+    ],
+    ids=["not-told", "listed", "unlisted", "parent-domain"],
+)
+def test_a_labelling_policy_outside_the_guard_is_degraded_before_any_write(
+    admitted: frozenset[str] | None, reasons: list[str]
+) -> None:
+    view = decisions.build_view(policies=[LABELLER, COSTED])
+    report = reports.status_report(view, {}, reports.Findings(admitted_prefixes=admitted))
+    assert [r for r, _ in report.problems.get("labeller", [])] == reasons
+    assert report.problems.get("costed", []) == []  # it labels nothing
+    for _, message in report.problems.get("labeller", []):
+        assert "gpus.example.com" in message
+        assert "security.admissionGuard.nodeLabelPrefixes" in message

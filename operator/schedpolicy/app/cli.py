@@ -20,6 +20,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
+from schedpolicy.core import gpu
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import LeaseSettings
 from schedpolicy.shell.secure_metrics import MetricsServing
@@ -63,6 +64,13 @@ def _metrics(args: argparse.Namespace) -> MetricsServing:
     )
 
 
+def _admitted(raw: str) -> frozenset[str]:
+    try:
+        return gpu.parse_admitted(raw)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="schedpolicy",
@@ -89,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="a pod unscheduled on a policy's scheduler this long is reported",
+    )
+    run.add_argument(
+        "--admitted-label-prefixes",
+        type=_admitted,
+        metavar="PREFIX[,PREFIX...]",
+        help="the node label prefixes the admission guard lets this controller write; a"
+        " policy with another labelPrefix is reported Degraded and its labels are not"
+        " written (default: write, and let the apiserver judge)",
     )
     run.add_argument(
         "--leader-elect",
@@ -248,6 +264,7 @@ def _run(args: argparse.Namespace) -> int:
         lease=_lease(args, instance),
         instance=instance,
         liveness_port=args.liveness_port,
+        admitted_label_prefixes=args.admitted_label_prefixes,
     )
     from schedpolicy.app.runtime import run
 

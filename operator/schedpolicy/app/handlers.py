@@ -56,6 +56,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         memo.view,
         concurrency=memo.config.write_concurrency,
         pending_threshold=memo.config.pending_threshold_seconds,
+        admitted_prefixes=memo.config.admitted_label_prefixes,
     )
     # Pods, nodes, ReplicaSets and namespaces come through our own informers, not kopf:
     # kopf's per-object worker and JSON decode would cost most of the operator's CPU and

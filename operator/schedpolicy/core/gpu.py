@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from schedpolicy.core.api import GPULabels, is_reserved_label_domain
+from schedpolicy.core.api import DNS_SUBDOMAIN, GPULabels, is_reserved_label_domain
 from schedpolicy.core.matching import selector_matches
 from schedpolicy.core.wellknown import (
     FIELD_MANAGER,
@@ -344,10 +344,45 @@ def _refused(lines: list[str], refusals: tuple[Refusal, ...]) -> LabelDecision:
     return LabelDecision({}, None, (*lines, f"no label: {why}"), refusals=refusals)
 
 
-def decide(spec: GPULabels, labels: Mapping[str, str], allocatable_gpus: int) -> LabelDecision:
-    if is_reserved_label_domain(spec.label_prefix):
+def parse_admitted(raw: str) -> frozenset[str]:
+    """The admission guard's prefixes as the chart passes them: comma-separated."""
+    prefixes = frozenset(p.strip() for p in raw.split(",") if p.strip())
+    if not prefixes:
+        raise ValueError("must list at least one label prefix, such as schedpolicy.io")
+    for prefix in sorted(prefixes):
+        if len(prefix) > 253 or not re.match(DNS_SUBDOMAIN, prefix):
+            raise ValueError(f"{prefix!r} is not a DNS subdomain, such as schedpolicy.io")
+        if is_reserved_label_domain(prefix):
+            raise ValueError(f"{prefix} is reserved for Kubernetes")
+    return prefixes
+
+
+def prefix_refusal(spec: GPULabels, admitted: frozenset[str] | None) -> str | None:
+    """Why labels under this policy's prefix must not be written, if they must not.
+
+    `admitted` is the admission guard's list (None: not told, write and let the apiserver
+    judge). The guard matches `<prefix>/` on each key, so only an exact entry admits."""
+    prefix = spec.label_prefix
+    if is_reserved_label_domain(prefix):
         # CEL refuses this prefix; this is the second line, for a policy that bypassed it.
-        error = f"label prefix {spec.label_prefix} is reserved for Kubernetes; refusing to label"
+        return f"label prefix {prefix} is reserved for Kubernetes; refusing to label"
+    if admitted is not None and prefix not in admitted:
+        return (
+            f"label prefix {prefix} is not one the admission guard lets the controller write"
+            f" ({', '.join(sorted(admitted)) or 'none'}); refusing to label: add it to"
+            " security.admissionGuard.nodeLabelPrefixes"
+        )
+    return None
+
+
+def decide(
+    spec: GPULabels,
+    labels: Mapping[str, str],
+    allocatable_gpus: int,
+    admitted: frozenset[str] | None = None,
+) -> LabelDecision:
+    error = prefix_refusal(spec, admitted)
+    if error is not None:
         return LabelDecision({}, None, (error,), error=error)
     if allocatable_gpus <= 0:
         return LabelDecision(

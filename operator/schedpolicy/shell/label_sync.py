@@ -38,8 +38,12 @@ class LabelSync:
         view: ClusterView,
         events: Events,
         failures_changed: Callable[[], None] = lambda: None,
+        admitted: frozenset[str] | None = None,
     ) -> None:
         self.kube = kube
+        # The admission guard's label prefixes, when the chart says them: a policy outside
+        # them is refused here rather than by the apiserver, one denied write per node.
+        self.admitted = admitted
         self.view = view
         self.events = events
         # node -> (policy, why its last write was refused), for the policy's status: a
@@ -63,7 +67,7 @@ class LabelSync:
         self._reported.pop(name, None)
 
     def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
-        result = decisions.node_labels(self.view, node.name, policies)
+        result = decisions.node_labels(self.view, node.name, policies, self.admitted)
         policy = result.match.policy
         return NodeOutcome(policy.name if policy else None, result.decision, result.plan)
 

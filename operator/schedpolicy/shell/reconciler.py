@@ -56,6 +56,7 @@ class Reconciler:
         status_interval: float = 2.0,
         pending_threshold: float = 60.0,
         clock: Clock | None = None,
+        admitted_prefixes: frozenset[str] | None = None,
     ) -> None:
         self.view = view
         self.concurrency = concurrency
@@ -66,7 +67,7 @@ class Reconciler:
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         events = Events(kube)
-        self.labels = LabelSync(kube, view, events, self._status_dirty)
+        self.labels = LabelSync(kube, view, events, self._status_dirty, admitted_prefixes)
         self.costs = CostWriter(
             kube,
             view,
@@ -92,12 +93,8 @@ class Reconciler:
 
     def mark_synced(self) -> None:
         if not self.synced.is_set():
-            log.info(
-                "view synced: %d pods, %d nodes, %d policies",
-                len(self.view.pods),
-                len(self.view.nodes),
-                len(self.view.policies()),
-            )
+            sizes = (len(self.view.pods), len(self.view.nodes), len(self.view.policies()))
+            log.info("view synced: %d pods, %d nodes, %d policies", *sizes)
             self.synced.set()
             self._wake.set()
             heap.settle()
@@ -289,6 +286,7 @@ class Reconciler:
             labeled=labeled,
             label_conflicts=label_conflicts,
             label_failures=self.labels.failures,
+            admitted_prefixes=self.labels.admitted,
         )
         report = reports.status_report(self.view, self.outcomes, found)
         metrics.set_cost_bands(report.cost_bands)

@@ -161,7 +161,10 @@ class NodeLabelResult:
 
 
 def node_labels(
-    view: ClusterView, name: str, policies: list[matching.Policy] | None = None
+    view: ClusterView,
+    name: str,
+    policies: list[matching.Policy] | None = None,
+    admitted: frozenset[str] | None = None,
 ) -> NodeLabelResult:
     node = view.nodes[name]
     candidates = view.policies() if policies is None else policies
@@ -170,7 +173,7 @@ def node_labels(
     allow = False
     if match.policy is not None and match.policy.spec.node_labels is not None:
         spec = match.policy.spec.node_labels.gpu
-        decision = gpu.decide(spec, node.labels, node.allocatable_gpus)
+        decision = gpu.decide(spec, node.labels, node.allocatable_gpus, admitted)
         allow = spec.allow_overwrite
     desired = decision.labels if decision else {}
     change = gpu.plan(desired, node.labels, node.annotations, node.label_managers, allow)

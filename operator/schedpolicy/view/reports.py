@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schedpolicy.core import matching, timestamps
+from schedpolicy.core import gpu, matching, timestamps
 from schedpolicy.core.policy_status import Counts, Observation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.core.wording import count, pending_message
@@ -80,6 +80,8 @@ class Findings:
     label_conflicts: Mapping[str, list[str]] = field(default_factory=dict)
     # node -> (the policy governing it, why its last label write was refused)
     label_failures: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # The admission guard's node label prefixes, when the controller was told them.
+    admitted_prefixes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,11 @@ def status_report(
         )
         for policy in view.policies():
             problems[policy.name].insert(0, another)
+    for policy in view.policies():
+        labelling = policy.spec.node_labels
+        refusal = labelling and gpu.prefix_refusal(labelling.gpu, found.admitted_prefixes)
+        if refusal:
+            problems[policy.name].append(("LabelPrefixNotAdmitted", refusal))
     for policy_name, conflicts in found.label_conflicts.items():
         problems[policy_name] += [("LabelConflict", c) for c in conflicts]
     for node_name, (policy_name, message) in sorted(found.label_failures.items()):
