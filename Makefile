@@ -24,16 +24,22 @@ $(VENV_STAMP): pyproject.toml constraints.txt
 .PHONY: venv
 venv: $(VENV_STAMP) ## create .venv with the package and dev tools
 
+# Each target builds only the tool groups it runs (tools/build.sh lists them); a group
+# already built costs a second.
+BUILD := bash tools/build.sh
+
 .PHONY: tools
-tools: ## build etcd, kube-*, kubectl, kwok, helm, kubelet, containerd, CNI plugins, Prometheus and its operator from Go modules into .tools/bin
-	@bash tools/build.sh
+tools: ## build every tool from Go modules into .tools/bin: the control plane, helm, the real node, Prometheus, and the 1.35 lane's control plane
+	@$(BUILD)
 
 .PHONY: image
 image: ## build the operator's image from the Dockerfile (buildah, a local Debian base) into .tools/images
+	@$(BUILD) control-plane monitoring
 	@bash tools/image.sh
 
 .PHONY: lint
-lint: venv tools ## ruff, mypy, the layer contract (import-linter), hadolint, and promtool on the chart's alerts
+lint: venv ## ruff, mypy, the layer contract (import-linter), hadolint, and promtool on the chart's alerts
+	@$(BUILD) helm monitoring
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
 	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
@@ -52,7 +58,8 @@ crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/ap
 	cp crds/schedulingpolicies.schedpolicy.io.yaml chart/crds/
 
 .PHONY: cluster-up
-cluster-up: venv tools ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
+cluster-up: venv ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
+	@$(BUILD) control-plane
 	$(PY) -m localcluster up
 
 .PHONY: cluster-down
@@ -65,25 +72,36 @@ unit: venv ## unit tests (no cluster)
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/unit: that is a failure" >&2; exit $$rc; }
 
 .PHONY: e2e
-e2e: venv tools ## e2e tests against the real local control plane
+e2e: venv ## e2e tests against the real local control plane (Kubernetes 1.37)
+	@$(BUILD) control-plane helm
 	@$(PY) -m pytest tests/e2e $(PYTEST_ARGS) || { rc=$$?; \
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/e2e: that is a failure" >&2; exit $$rc; }
 
+# The oldest supported Kubernetes: the e2e tests marked `compat` against a 1.35 control plane.
+.PHONY: compat
+compat: venv ## the compatibility lane: costs, labels, hints, simulate and the chart install on Kubernetes 1.35
+	@$(BUILD) control-plane helm compat
+	@SCHEDPOLICY_KUBERNETES=1.35 $(PY) -m pytest tests/e2e -m compat $(PYTEST_ARGS) || { rc=$$?; \
+	  [[ $$rc -ne 5 ]] || echo "pytest collected no compat tests in tests/e2e: that is a failure" >&2; exit $$rc; }
+
 .PHONY: incluster
-incluster: venv tools image ## the chart installed with helm on a real kubelet node (containerd, runc, kube-proxy)
+incluster: venv image ## the chart installed with helm on a real kubelet node (containerd, runc, kube-proxy)
+	@$(BUILD) control-plane helm node monitoring
 	@$(PY) -m pytest tests/incluster $(PYTEST_ARGS) || { rc=$$?; \
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/incluster: that is a failure" >&2; exit $$rc; }
 
 .PHONY: test-reliability
-test-reliability: venv tools ## only the fault, race and bad-input suite (also part of e2e)
+test-reliability: venv ## only the fault, race and bad-input suite (also part of e2e)
+	@$(BUILD) control-plane helm
 	$(PY) -m pytest tests/e2e -m reliability $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint unit e2e incluster ## everything CI runs (the reliability suite is part of e2e)
+test: lint unit e2e compat incluster ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench
-bench: venv tools ## benchmarks B1-B5g (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
+bench: venv ## benchmarks B1-B5g (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
+	@$(BUILD) control-plane helm
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))
 

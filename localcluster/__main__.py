@@ -1,5 +1,6 @@
-"""`python -m localcluster up|down|status|leftovers` (what `make cluster-up` and
-`make cluster-down` run; `leftovers` lists what a real node left on this machine)."""
+"""`python -m localcluster up|down|status|leftovers|snapshot-chart` (what `make cluster-up`
+and `make cluster-down` run; `leftovers` lists what a real node left on this machine;
+`snapshot-chart` rewrites the chart render a cluster comes up with, after a chart change)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster import binaries, hostnet
+from localcluster import binaries, chart, hostnet
 from localcluster.controlplane import DEFAULT_WORKDIR, ClusterError, LocalCluster
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster")
-    parser.add_argument("command", choices=["up", "down", "status", "leftovers"])
+    parser.add_argument("command", choices=["up", "down", "status", "leftovers", "snapshot-chart"])
     parser.add_argument(
         "--real-node", action="store_true", help="also a kubelet node (after `make image`)"
     )
@@ -25,6 +26,9 @@ def main() -> int:
     if args.command == "down":
         cluster.down()
         print(f"local cluster in {cluster.workdir} stopped")
+        return 0
+    if args.command == "snapshot-chart":
+        print(f"wrote {chart.write_snapshot()}")
         return 0
     if args.command == "leftovers":
         found = hostnet.leftovers(binaries.REPO / ".cluster")

@@ -505,7 +505,7 @@ class LocalCluster:
 
     def _start_secondary_scheduler(self, p: Ports) -> None:
         """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""
-        docs = chart.render("templates/scheduler/rbac.yaml", "templates/scheduler/configmap.yaml")
+        docs = chart.rendered("templates/scheduler/rbac.yaml", "templates/scheduler/configmap.yaml")
         rbac = [d for d in docs if d["kind"] != "ConfigMap"]
         self.kubectl("apply", "-f", "-", objects=rbac)
         config = chart.scheduler_config(docs)
@@ -568,7 +568,7 @@ class LocalCluster:
     def apply_operator_rbac(self) -> list[dict[str, Any]]:
         """The chart's controller and webhook RBAC and the controller's admission guard,
         applied as `helm template | kubectl apply` would."""
-        rbac = chart.render(
+        rbac = chart.rendered(
             "templates/operator/rbac.yaml",
             "templates/webhook/rbac.yaml",
             "templates/operator/admission-guard.yaml",

@@ -72,7 +72,7 @@ class LoopbackWebhook:
     def register(self, *, every_namespace: bool = False, port: int | None = None) -> None:
         """Applies the configuration, its requests sent to this webhook's port (or to
         `port`: another server on loopback with this certificate)."""
-        docs = chart.render("templates/webhook/configuration.yaml")
+        docs = chart.rendered("templates/webhook/configuration.yaml")
         (config,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
         config["metadata"]["name"] = self.name
         for hook in config["webhooks"]:

@@ -1,23 +1,54 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from Go modules into $BIN (default .tools/bin).
 #
+#   tools/build.sh [GROUP...]     no GROUP: all of them
+#
+# Groups, so that each make target builds only what it runs:
+#   control-plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
+#                  (make cluster-up and make demo need nothing else)
+#   helm           helm (the chart tests, make image's checks, the in-cluster tests)
+#   node           the real kubelet node: kubelet, kube-proxy, containerd, ctr, CNI plugins
+#   monitoring     Prometheus, promtool and prometheus-operator
+#   compat         the compatibility lane's Kubernetes (tools/kubernetes-1.35) in $COMPAT_BIN
+#                  (default .tools/k8s-1.35/bin): kube-apiserver, kube-controller-manager,
+#                  kube-scheduler and kubectl
+#
 # Each binary is rebuilt only when its stamp (the pinned version plus the hash of its tools
 # module's go.sum) differs, so a warm run does nothing. SCHEDPOLICY_TOOLS_BIN=/dir skips the
-# build and checks that /dir already holds every binary.
+# build and checks that /dir already holds every binary of the groups asked for.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 BIN=${BIN:-$root/.tools/bin}
-names=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm
-  kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback
-  cni/portmap prometheus promtool prometheus-operator prometheus-config-reloader)
+COMPAT_BIN=${COMPAT_BIN:-$root/.tools/k8s-1.35/bin}
+all_groups=(control-plane helm node monitoring compat)
+groups=("$@")
+(( ${#groups[@]} )) || groups=("${all_groups[@]}")
+declare -A want=()
+for g in "${groups[@]}"; do
+  [[ " ${all_groups[*]} " == *" $g "* ]] || { echo "tools: unknown group $g (${all_groups[*]})" >&2; exit 2; }
+  want[$g]=1
+done
+wants() { [[ -n "${want[$1]:-}" ]]; }
+
+names=()
+wants control-plane && names+=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+wants helm && names+=(helm)
+wants node && names+=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge
+  cni/host-local cni/loopback cni/portmap)
+wants monitoring && names+=(prometheus promtool prometheus-operator prometheus-config-reloader)
 
 if [[ -n "${SCHEDPOLICY_TOOLS_BIN:-}" ]]; then
   missing=0
   for n in "${names[@]}"; do
     [[ -x "$SCHEDPOLICY_TOOLS_BIN/$n" ]] || { echo "tools: $SCHEDPOLICY_TOOLS_BIN/$n is missing" >&2; missing=1; }
   done
+  if wants compat; then
+    for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+      [[ -x "$COMPAT_BIN/$n" ]] || { echo "tools: $COMPAT_BIN/$n is missing" >&2; missing=1; }
+    done
+  fi
   (( missing == 0 )) || exit 1
   echo "tools: using prebuilt binaries from SCHEDPOLICY_TOOLS_BIN=$SCHEDPOLICY_TOOLS_BIN"
   exit 0
@@ -26,9 +57,11 @@ fi
 # The real node's host parts come from Debian: runc runs its containers, iptables is what the
 # kubelet writes its chains with, and nftables is what kube-proxy's nftables mode drives.
 packages=()
-command -v runc >/dev/null 2>&1 || packages+=(runc)
-command -v iptables >/dev/null 2>&1 || packages+=(iptables)
-command -v nft >/dev/null 2>&1 || packages+=(nftables)
+if wants node; then
+  command -v runc >/dev/null 2>&1 || packages+=(runc)
+  command -v iptables >/dev/null 2>&1 || packages+=(iptables)
+  command -v nft >/dev/null 2>&1 || packages+=(nftables)
+fi
 if (( ${#packages[@]} )); then
   if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
     echo "tools: the real node needs the Debian packages ${packages[*]}; install them (as root)" >&2
@@ -55,95 +88,160 @@ if [[ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -1)" != "$need
   exit 1
 fi
 
-mkdir -p "$BIN" "$BIN/.stamps"
+out=$BIN
 # readonly: a build must use exactly the committed go.mod and go.sum, never rewrite them.
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 # Version of a module as pinned in a tools module's go.mod.
 pinned() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
 
-# build DIR NAME PACKAGE [LDFLAGS]: go build PACKAGE from tools module DIR into $BIN/NAME.
+# build DIR NAME PACKAGE [LDFLAGS]: go build PACKAGE from tools module DIR into $out/NAME.
 build() {
   local dir=$1 name=$2 pkg=$3 ldflags=${4:-} stamp
   stamp="$pkg $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags"
-  if [[ -x "$BIN/$name" && -f "$BIN/.stamps/$name" && "$(cat "$BIN/.stamps/$name")" == "$stamp" ]]; then
+  if [[ -x "$out/$name" && -f "$out/.stamps/$name" && "$(cat "$out/.stamps/$name")" == "$stamp" ]]; then
     echo "tools: $name is up to date"
     return
   fi
   local start=$SECONDS
-  mkdir -p "$(dirname "$BIN/$name")" "$(dirname "$BIN/.stamps/$name")"
+  mkdir -p "$(dirname "$out/$name")" "$(dirname "$out/.stamps/$name")"
   echo "tools: building $name from $pkg (a cold build on 2 cores takes many minutes) ..."
   ( while sleep 30; do echo "tools:   ... still building $name, $((SECONDS - start))s elapsed"; done ) &
   local ticker=$!
   local rc=0
-  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$BIN/$name.tmp" "$pkg") || rc=$?
+  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg") || rc=$?
   kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
   if (( rc != 0 )); then
-    rm -f "$BIN/$name.tmp"
+    rm -f "$out/$name.tmp"
     echo "tools: building $name failed (exit $rc)" >&2
     exit "$rc"
   fi
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  echo "$stamp" > "$BIN/.stamps/$name"
+  mv "$out/$name.tmp" "$out/$name"
+  echo "$stamp" > "$out/.stamps/$name"
   echo "tools: built $name in $((SECONDS - start))s"
 }
 
-total=$SECONDS
-k8s=$(pinned kubernetes k8s.io/kubernetes)
-minor=$(echo "$k8s" | cut -d. -f2)
-stampk8s=""
-for pkgpath in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  stampk8s+=" -X $pkgpath.gitVersion=$k8s -X $pkgpath.gitMajor=1 -X $pkgpath.gitMinor=$minor"
-  stampk8s+=" -X $pkgpath.gitTreeState=clean"
-done
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
-  build kubernetes "$name" "k8s.io/kubernetes/cmd/$name" "$stampk8s"
-done
-build etcd etcd go.etcd.io/etcd/server/v3
+# build_kubernetes DIR LDFLAGS NAME...: k8s.io/kubernetes/cmd/NAME for each NAME, from tools
+# module DIR into $out, in one `go build`: the binaries share most of their packages, and one
+# build links each binary while it still compiles others, where separate builds would leave
+# a core idle during every link.
+build_kubernetes() {
+  local dir=$1 ldflags=$2 name stamp stale=() pkgs=()
+  shift 2
+  for name in "$@"; do
+    stamp="k8s.io/kubernetes/cmd/$name $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags"
+    if [[ -x "$out/$name" && -f "$out/.stamps/$name" && "$(cat "$out/.stamps/$name")" == "$stamp" ]]; then
+      echo "tools: $name is up to date"
+    else
+      stale+=("$name")
+      pkgs+=("k8s.io/kubernetes/cmd/$name")
+      echo "tools: building $name from k8s.io/kubernetes/cmd/$name ($(pinned "$dir" k8s.io/kubernetes))"
+    fi
+  done
+  (( ${#stale[@]} )) || return 0
+  local start=$SECONDS tmp
+  mkdir -p "$out/.stamps"
+  tmp=$(mktemp -d "$out/.build.XXXXXX")
+  echo "tools:   (in one go build; a cold one on 2 cores takes several minutes)"
+  ( while sleep 30; do echo "tools:   ... still building ${stale[*]}, $((SECONDS - start))s elapsed"; done ) &
+  local ticker=$! rc=0
+  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "${pkgs[@]}") || rc=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  if (( rc != 0 )); then
+    rm -rf "$tmp"
+    echo "tools: building ${stale[*]} failed (exit $rc)" >&2
+    exit "$rc"
+  fi
+  for name in "${stale[@]}"; do
+    mv "$tmp/$name" "$out/$name"
+    echo "k8s.io/kubernetes/cmd/$name $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags" > "$out/.stamps/$name"
+  done
+  rmdir "$tmp"
+  echo "tools: built ${stale[*]} in $((SECONDS - start))s"
+}
 
-for name in kwok kwokctl; do
-  build kwok "$name" "sigs.k8s.io/kwok/cmd/$name"
-done
-# The real node: containerd (runc itself comes from Debian), and the CNI plugins its bridge
-# network uses.
-containerd=$(pinned containerd github.com/containerd/containerd/v2)
-for name in containerd containerd-shim-runc-v2 ctr; do
-  build containerd "$name" "github.com/containerd/containerd/v2/cmd/$name" \
-    "-X github.com/containerd/containerd/v2/version.Version=$containerd"
-done
-# In a directory of their own: the node's CNI bin dir holds plugins and nothing else.
-for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
-  build cni "cni/${plugin#*/}" "github.com/containernetworking/plugins/plugins/$plugin"
-done
-helm=$(pinned helm helm.sh/helm/v4)
-build helm helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm"
-# Prometheus and its operator, which the in-cluster test runs as pods. Their release builds set
-# the version through prometheus/common's version package (.promu.yml, the operator's Makefile).
-# Prometheus 3.x.y is published as the Go module v0.3xx.y; it is built without the web UI's
-# assets (no builtinassets tag), which the API, the probes and the operator do not need.
-prom_mod=$(pinned prometheus github.com/prometheus/prometheus)
-IFS=. read -r _ prom_minor prom_patch <<<"${prom_mod#v}"
-prom_version=$((prom_minor / 100)).$((prom_minor % 100)).$prom_patch
-# `go list -m` names no directory until the module is in the cache, as on a new machine.
-prom_dir=$(cd "$here/prometheus" && go mod download github.com/prometheus/prometheus &&
-  go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)
-if [[ "$(cat "$prom_dir/VERSION")" != "$prom_version" ]]; then
-  echo "tools: prometheus $prom_mod says VERSION $(cat "$prom_dir/VERSION"), not $prom_version" >&2
-  exit 1
+# stamp_k8s MODULE_DIR: the ldflags that give a Kubernetes build its release version, as
+# upstream's own build does (an unstamped one says v0.0.0-master).
+stamp_k8s() {
+  local version minor flags="" pkgpath
+  version=$(pinned "$1" k8s.io/kubernetes)
+  minor=$(echo "$version" | cut -d. -f2)
+  for pkgpath in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkgpath.gitVersion=$version -X $pkgpath.gitMajor=1 -X $pkgpath.gitMinor=$minor"
+    flags+=" -X $pkgpath.gitTreeState=clean"
+  done
+  echo "$flags"
+}
+
+total=$SECONDS
+if wants control-plane; then
+  # etcd and kwok are modules of their own: built beside Kubernetes, they use the moments
+  # its build leaves a core idle (module downloads, links).
+  ( build etcd etcd go.etcd.io/etcd/server/v3 && build kwok kwok sigs.k8s.io/kwok/cmd/kwok ) &
+  side=$!
+  build_kubernetes kubernetes "$(stamp_k8s kubernetes)" \
+    kube-apiserver kube-controller-manager kube-scheduler kubectl
+  wait "$side" || exit 1
 fi
-stampprom="-X github.com/prometheus/common/version.Version=$prom_version"
-stampprom+=" -X github.com/prometheus/common/version.Revision=$prom_mod"
-stampprom+=" -X github.com/prometheus/common/version.Branch=HEAD"
-for name in prometheus promtool; do
-  build prometheus "$name" "github.com/prometheus/prometheus/cmd/$name" "$stampprom"
-done
-# The operator's default config-reloader image is tagged v<version.Version>.
-po_mod=$(pinned prometheus-operator github.com/prometheus-operator/prometheus-operator)
-stamppo="-X github.com/prometheus/common/version.Version=${po_mod#v}"
-stamppo+=" -X github.com/prometheus/common/version.Revision=$po_mod"
-stamppo+=" -X github.com/prometheus/common/version.Branch=HEAD"
-build prometheus-operator prometheus-operator \
-  github.com/prometheus-operator/prometheus-operator/cmd/operator "$stamppo"
-build prometheus-operator prometheus-config-reloader \
-  github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader "$stamppo"
-echo "tools: all binaries ready in $BIN ($((SECONDS - total))s)"
+
+if wants helm; then
+  helm=$(pinned helm helm.sh/helm/v4)
+  build helm helm helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm"
+fi
+
+if wants node; then
+  build_kubernetes kubernetes "$(stamp_k8s kubernetes)" kubelet kube-proxy
+  # containerd (runc itself comes from Debian), and the CNI plugins its bridge network uses.
+  containerd=$(pinned containerd github.com/containerd/containerd/v2)
+  for name in containerd containerd-shim-runc-v2 ctr; do
+    build containerd "$name" "github.com/containerd/containerd/v2/cmd/$name" \
+      "-X github.com/containerd/containerd/v2/version.Version=$containerd"
+  done
+  # In a directory of their own: the node's CNI bin dir holds plugins and nothing else.
+  for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
+    build cni "cni/${plugin#*/}" "github.com/containernetworking/plugins/plugins/$plugin"
+  done
+fi
+
+if wants monitoring; then
+  # Prometheus and its operator, which the in-cluster test runs as pods. Their release builds
+  # set the version through prometheus/common's version package (.promu.yml, the operator's
+  # Makefile). Prometheus 3.x.y is published as the Go module v0.3xx.y; it is built without
+  # the web UI's assets (no builtinassets tag), which the API, the probes and the operator do
+  # not need.
+  prom_mod=$(pinned prometheus github.com/prometheus/prometheus)
+  IFS=. read -r _ prom_minor prom_patch <<<"${prom_mod#v}"
+  prom_version=$((prom_minor / 100)).$((prom_minor % 100)).$prom_patch
+  # `go list -m` names no directory until the module is in the cache, as on a new machine.
+  prom_dir=$(cd "$here/prometheus" && go mod download github.com/prometheus/prometheus &&
+    go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)
+  if [[ "$(cat "$prom_dir/VERSION")" != "$prom_version" ]]; then
+    echo "tools: prometheus $prom_mod says VERSION $(cat "$prom_dir/VERSION"), not $prom_version" >&2
+    exit 1
+  fi
+  stampprom="-X github.com/prometheus/common/version.Version=$prom_version"
+  stampprom+=" -X github.com/prometheus/common/version.Revision=$prom_mod"
+  stampprom+=" -X github.com/prometheus/common/version.Branch=HEAD"
+  for name in prometheus promtool; do
+    build prometheus "$name" "github.com/prometheus/prometheus/cmd/$name" "$stampprom"
+  done
+  # The operator's default config-reloader image is tagged v<version.Version>.
+  po_mod=$(pinned prometheus-operator github.com/prometheus-operator/prometheus-operator)
+  stamppo="-X github.com/prometheus/common/version.Version=${po_mod#v}"
+  stamppo+=" -X github.com/prometheus/common/version.Revision=$po_mod"
+  stamppo+=" -X github.com/prometheus/common/version.Branch=HEAD"
+  build prometheus-operator prometheus-operator \
+    github.com/prometheus-operator/prometheus-operator/cmd/operator "$stamppo"
+  build prometheus-operator prometheus-config-reloader \
+    github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader "$stamppo"
+fi
+
+if wants compat; then
+  # The oldest supported Kubernetes, for the compatibility lane: only the control plane (the
+  # lane's nodes are KWOK's), in a directory of its own so it never shadows the target's.
+  out=$COMPAT_BIN
+  build_kubernetes kubernetes-1.35 "$(stamp_k8s kubernetes-1.35)" \
+    kube-apiserver kube-controller-manager kube-scheduler kubectl
+  out=$BIN
+fi
+echo "tools: ${groups[*]} ready in $BIN ($((SECONDS - total))s)"

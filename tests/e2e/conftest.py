@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from localcluster import LocalCluster
+from localcluster import LocalCluster, binaries
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess, running
 from schedpolicy.shell.kube import Credentials, Kube
 from tests.e2e.pools import Pool
 
-PYTEST_WORKDIR = REPO / ".cluster" / "pytest"
+# The compatibility lane's cluster has a directory of its own, so a lane never reuses the
+# other's cluster.
+PYTEST_WORKDIR = REPO / ".cluster" / (f"pytest-{binaries.lane()}" if binaries.lane() else "pytest")
 
 
 def _reusable(kubeconfig: str | None) -> LocalCluster | None:

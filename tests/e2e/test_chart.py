@@ -53,7 +53,7 @@ def render(*values: Path, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         "--namespace",
         namespace,
         "--kube-version",
-        chart.KUBE_VERSION,
+        chart.kube_version(),
         *extra,
     )
     return [d for d in yaml.safe_load_all(out) if d]
@@ -65,8 +65,8 @@ def test_lint_and_render_defaults_and_everything_on() -> None:
     helm("lint", str(CHART), "-f", str(ALL_ON))
     helm("template", RELEASE, str(CHART))
     helm("template", RELEASE, str(CHART), "-f", str(ALL_ON))
-    helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION)
-    helm("lint", str(CHART), "--kube-version", chart.KUBE_VERSION, "-f", str(ALL_ON))
+    helm("lint", str(CHART), "--kube-version", chart.kube_version())
+    helm("lint", str(CHART), "--kube-version", chart.kube_version(), "-f", str(ALL_ON))
     # Values that would defeat the scheduler profile's purpose are refused at render time.
     for bad, why in (
         ("scheduler.name=default-scheduler", "must not be default-scheduler"),
@@ -100,6 +100,20 @@ def test_chart_crds_equal_the_generated_crds() -> None:
     assert generated == shipped
     for name in generated:
         assert (CHART / "crds" / name).read_text() == (binaries.REPO / "crds" / name).read_text()
+
+
+def test_the_clusters_chart_snapshot_is_what_helm_renders_now() -> None:
+    """A cluster comes up without helm, from chart-snapshot.yaml: a chart change that is
+    not snapshotted (`python -m localcluster snapshot-chart`) would leave the harness
+    running yesterday's RBAC and scheduler profile."""
+    snapshot = yaml.safe_load(chart.SNAPSHOT.read_text())
+    fresh = chart.snapshot_from_helm()
+    stale = sorted(t for t in chart.HARNESS_TEMPLATES if snapshot.get(t) != fresh[t])
+    assert stale == [], f"run `python -m localcluster snapshot-chart`: {stale} changed"
+    assert set(snapshot) == set(chart.HARNESS_TEMPLATES)
+    kinds = {d["kind"] for t in chart.HARNESS_TEMPLATES for d in chart.rendered(t)}
+    assert {"ClusterRole", "ConfigMap", "MutatingWebhookConfiguration"} <= kinds
+    assert "Secret" not in kinds  # the chart's CA and keys change on every render
 
 
 def test_webhook_ca_bundle_verifies_the_serving_certificate() -> None:
@@ -229,6 +243,7 @@ def installed(cluster: LocalCluster, crd: str, crd_before_install: str) -> Itera
         cluster.apply_operator_rbac()
 
 
+@pytest.mark.compat
 def test_install_accepts_every_object_and_runs_the_pods(
     cluster: LocalCluster, installed: str, crd: str, crd_before_install: str
 ) -> None:
@@ -435,6 +450,7 @@ def test_a_second_install_fails_and_leaves_the_first_untouched(
         cluster.kubectl("delete", "namespace", "schedpolicy-second", "--ignore-not-found")
 
 
+@pytest.mark.compat
 def test_uninstall_removes_everything_but_the_crd(
     cluster: LocalCluster, installed: str, crd: str
 ) -> None:
@@ -634,3 +650,29 @@ def test_a_metrics_cert_secret_is_mounted_and_served_by_both_processes(tmp_path:
             "volumeMounts"
         ]
         assert {"name": "metrics-tls", "secret": {"secretName": "metrics-tls"}} in pod["volumes"]
+
+
+def _controller_args(docs: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == OPERATOR
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def test_the_controller_is_told_the_guards_label_prefixes(tmp_path: Path) -> None:
+    """The controller refuses a policy prefix the guard would deny, so it must be told the
+    same list the guard's CEL is rendered from, and nothing when there is no guard."""
+    values = tmp_path / "prefixes.yaml"
+    values.write_text(
+        "security: {admissionGuard: {nodeLabelPrefixes: [schedpolicy.io, gpus.example.com]}}\n"
+    )
+    docs = render(values)
+    assert "--admitted-label-prefixes=schedpolicy.io,gpus.example.com" in _controller_args(docs)
+    (guard,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    cel = json.dumps(guard["spec"])
+    assert "'schedpolicy.io/'" in cel
+    assert "'gpus.example.com/'" in cel
+    off = tmp_path / "off.yaml"
+    off.write_text("security: {admissionGuard: {enabled: false}}\n")
+    assert not [a for a in _controller_args(render(off)) if a.startswith("--admitted-label")]

@@ -192,6 +192,7 @@ async def test_take_over_then_give_back_when_unmatched_or_deleted(
 # ---- (a) spot first -----------------------------------------------------------------------
 
 
+@pytest.mark.compat
 async def test_spot_pods_go_first(
     cluster: LocalCluster,
     api: client.ApiClient,
@@ -327,6 +328,7 @@ async def gpus_in_use(api: client.ApiClient, namespace: str) -> Counter[str]:
     return used
 
 
+@pytest.mark.compat
 async def test_gpu_fill_frees_whole_gpu_nodes(
     cluster: LocalCluster,
     api: client.ApiClient,

@@ -68,6 +68,7 @@ def node_state(cluster: LocalCluster, name: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.compat
 async def test_gpu_labels_from_verified_sources(
     cluster: LocalCluster,
     api: client.ApiClient,

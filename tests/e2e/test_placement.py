@@ -120,6 +120,7 @@ async def labelled(cluster: LocalCluster, names: list[str]) -> None:
     await asyncio.to_thread(wait_until, done, within=30, what="GPU labels on the pool")
 
 
+@pytest.mark.compat
 async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     cluster: LocalCluster,
     api: client.ApiClient,
@@ -157,6 +158,7 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     assert set(reporters.values()) == {SCHEDULER}
 
 
+@pytest.mark.compat
 async def test_existing_terms_are_each_anded_with_gpu_requirements(
     cluster: LocalCluster,
     api: client.ApiClient,

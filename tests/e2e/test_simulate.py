@@ -121,6 +121,7 @@ async def check(scenario: Scenario, kube: Kube, replicas: int, reason: str) -> N
     assert {r["reason"] for r in prediction["deleted"]} == {reason}, prediction
 
 
+@pytest.mark.compat
 async def test_mixed_readiness(scenario: Scenario, kube: Kube) -> None:
     scenario.node("a")
     pods = await scenario.deploy(5)
@@ -129,6 +130,7 @@ async def test_mixed_readiness(scenario: Scenario, kube: Kube) -> None:
     await check(scenario, kube, 3, "not ready")
 
 
+@pytest.mark.compat
 async def test_equal_costs_with_colocation(scenario: Scenario, kube: Kube) -> None:
     scenario.node("single", pods="1")
     await scenario.deploy(1)

@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from localcluster import LocalCluster
+from localcluster import LocalCluster, binaries
 from localcluster.topology import FAKE_NODE_ANNOTATION, FakeNode
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, scheduled_by
 
@@ -22,11 +22,18 @@ pytestmark = pytest.mark.e2e
 COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
-def test_apiserver_is_v1_35_backed_by_etcd(cluster: LocalCluster) -> None:
+@pytest.mark.compat
+def test_apiserver_is_the_pinned_release_backed_by_etcd(cluster: LocalCluster) -> None:
+    """v1.37.2 in the main suite and v1.35.4 in the compatibility lane: the server and the
+    kubectl the harness runs are exactly the release the lane's tools module pins."""
     ctx: ssl.SSLContext = cluster.ssl_context()
     with urllib.request.urlopen(f"{cluster.server}/version", context=ctx) as resp:
         version = json.load(resp)
-    assert version["gitVersion"].startswith("v1.35.")
+    assert version["gitVersion"] == binaries.kube_version()
+    assert binaries.kube_version() == ("v1.35.4" if binaries.lane() else "v1.37.2")
+    reported = json.loads(cluster.kubectl("version", "-o", "json"))
+    assert reported["clientVersion"]["gitVersion"] == binaries.kube_version()
+    assert reported["serverVersion"]["gitVersion"] == binaries.kube_version()
     with urllib.request.urlopen(f"{cluster.server}/readyz?verbose", context=ctx) as resp:
         checks = resp.read().decode()
     assert "[+]etcd ok" in checks
@@ -48,6 +55,7 @@ async def test_deployment_is_scheduled_and_run(api: client.ApiClient, namespace:
     assert set(reporters.values()) == {"default-scheduler"}
 
 
+@pytest.mark.compat
 async def test_replicaset_controller_deletes_lowest_cost_first(
     cluster: LocalCluster, api: client.ApiClient, namespace: str
 ) -> None:

@@ -12,7 +12,8 @@ from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.operator_process import OperatorProcess
 from schedpolicy.core.api import is_reserved_label_domain
 
-pytestmark = pytest.mark.e2e
+# Both lanes: whatever the compatibility lane ran must leave the same clean aftermath.
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
 
 async def test_no_pod_or_node_carries_kopf_annotations_or_finalizers(

@@ -1,7 +1,7 @@
-// Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the real node's
-// kubelet and kube-proxy, at a pinned version.
+// The compatibility lane's Kubernetes, the oldest the chart supports: kube-apiserver,
+// kube-controller-manager, kube-scheduler and kubectl, built into .tools/k8s-1.35/bin.
 // k8s.io/kubernetes points its staging modules at ./staging, so each gets a replace to the published v0.35.x.
-module schedpolicy.io/tools/kubernetes
+module schedpolicy.io/tools/kubernetes-1.35
 
 go 1.26
 

@@ -1,7 +1,8 @@
 """The order in which the ReplicaSet controller deletes pods on scale-down. Pure.
 
 This follows upstream's `ActivePodsWithRanks.Less` (pkg/controller/controller_utils.go,
-Kubernetes 1.35, with LogarithmicScaleDown on, its default): a pod goes first when it is
+Kubernetes 1.35 to 1.37: LogarithmicScaleDown is on by default in 1.35 and always on in
+1.37, where the gate is gone and the order is otherwise the same): a pod goes first when it is
 
 1. unassigned (no node) while the other is assigned;
 2. in an earlier phase: Pending < Unknown < Running;

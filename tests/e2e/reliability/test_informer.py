@@ -91,7 +91,7 @@ async def test_watch_list_streams_the_initial_state(
     held = Held()
     informer = Informer(kube, resource(namespace), held, timeout_seconds=30)
     async with running(informer):
-        assert informer.watch_list, "kube-apiserver 1.35 serves watch-list by default"
+        assert informer.watch_list, "kube-apiserver serves watch-list by default from 1.34 on"
         assert sorted(held.names.values()) == ["first", "second", "third"]
         assert held.pruned == 1, "the initial-events-end bookmark closed the initial state"
         await follow_changes(api, namespace, held)
