@@ -58,8 +58,11 @@ crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/ap
 	cp crds/schedulingpolicies.schedpolicy.io.yaml chart/crds/
 
 .PHONY: cluster-up
-cluster-up: venv ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
-	@$(BUILD) control-plane
+# The venv is made while the control plane builds: pip waits on the network, Go on the CPU.
+cluster-up: ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
+	@$(BUILD) control-plane & build=$$!; \
+	  $(MAKE) --no-print-directory venv || { kill $$build 2>/dev/null; exit 1; }; \
+	  wait $$build
 	$(PY) -m localcluster up
 
 .PHONY: cluster-down
