@@ -95,29 +95,43 @@ export CGO_ENABLED=0 GOFLAGS=-mod=readonly
 # Version of a module as pinned in a tools module's go.mod.
 pinned() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
 
+# stamp DIR PACKAGE LDFLAGS: what a binary was built from; a different one means rebuild.
+stamp() { echo "$2 $(sha256sum "$here/$1/go.sum" | cut -c1-16) $3"; }
+
+# current NAME STAMP: $out/NAME exists and was built from STAMP.
+current() {
+  [[ -x "$out/$1" && -f "$out/.stamps/$1" && "$(cat "$out/.stamps/$1")" == "$2" ]]
+}
+
+# go_build WHAT DIR OUTPUT LDFLAGS PACKAGE...: `go build` in tools module DIR, saying every 30 s
+# that WHAT is still building; exits the script on failure.
+go_build() {
+  local what=$1 dir=$2 output=$3 ldflags=$4 start=$SECONDS rc=0
+  shift 4
+  ( while sleep 30; do echo "tools:   ... still building $what, $((SECONDS - start))s elapsed"; done ) &
+  local ticker=$!
+  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$output" "$@") || rc=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  if (( rc != 0 )); then
+    rm -rf "$output"
+    echo "tools: building $what failed (exit $rc)" >&2
+    exit "$rc"
+  fi
+}
+
 # build DIR NAME PACKAGE [LDFLAGS]: go build PACKAGE from tools module DIR into $out/NAME.
 build() {
-  local dir=$1 name=$2 pkg=$3 ldflags=${4:-} stamp
-  stamp="$pkg $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags"
-  if [[ -x "$out/$name" && -f "$out/.stamps/$name" && "$(cat "$out/.stamps/$name")" == "$stamp" ]]; then
+  local dir=$1 name=$2 pkg=$3 ldflags=${4:-} made start=$SECONDS
+  made=$(stamp "$dir" "$pkg" "$ldflags")
+  if current "$name" "$made"; then
     echo "tools: $name is up to date"
     return
   fi
-  local start=$SECONDS
   mkdir -p "$(dirname "$out/$name")" "$(dirname "$out/.stamps/$name")"
   echo "tools: building $name from $pkg (a cold build on 2 cores takes many minutes) ..."
-  ( while sleep 30; do echo "tools:   ... still building $name, $((SECONDS - start))s elapsed"; done ) &
-  local ticker=$!
-  local rc=0
-  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg") || rc=$?
-  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
-  if (( rc != 0 )); then
-    rm -f "$out/$name.tmp"
-    echo "tools: building $name failed (exit $rc)" >&2
-    exit "$rc"
-  fi
+  go_build "$name" "$dir" "$out/$name.tmp" "$ldflags" "$pkg"
   mv "$out/$name.tmp" "$out/$name"
-  echo "$stamp" > "$out/.stamps/$name"
+  echo "$made" > "$out/.stamps/$name"
   echo "tools: built $name in $((SECONDS - start))s"
 }
 
@@ -126,11 +140,10 @@ build() {
 # build links each binary while it still compiles others, where separate builds would leave
 # a core idle during every link.
 build_kubernetes() {
-  local dir=$1 ldflags=$2 name stamp stale=() pkgs=()
+  local dir=$1 ldflags=$2 name stale=() pkgs=() start=$SECONDS tmp
   shift 2
   for name in "$@"; do
-    stamp="k8s.io/kubernetes/cmd/$name $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags"
-    if [[ -x "$out/$name" && -f "$out/.stamps/$name" && "$(cat "$out/.stamps/$name")" == "$stamp" ]]; then
+    if current "$name" "$(stamp "$dir" "k8s.io/kubernetes/cmd/$name" "$ldflags")"; then
       echo "tools: $name is up to date"
     else
       stale+=("$name")
@@ -139,22 +152,13 @@ build_kubernetes() {
     fi
   done
   (( ${#stale[@]} )) || return 0
-  local start=$SECONDS tmp
   mkdir -p "$out/.stamps"
   tmp=$(mktemp -d "$out/.build.XXXXXX")
   echo "tools:   (in one go build; a cold one on 2 cores takes several minutes)"
-  ( while sleep 30; do echo "tools:   ... still building ${stale[*]}, $((SECONDS - start))s elapsed"; done ) &
-  local ticker=$! rc=0
-  (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "${pkgs[@]}") || rc=$?
-  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
-  if (( rc != 0 )); then
-    rm -rf "$tmp"
-    echo "tools: building ${stale[*]} failed (exit $rc)" >&2
-    exit "$rc"
-  fi
+  go_build "${stale[*]}" "$dir" "$tmp/" "$ldflags" "${pkgs[@]}"
   for name in "${stale[@]}"; do
     mv "$tmp/$name" "$out/$name"
-    echo "k8s.io/kubernetes/cmd/$name $(sha256sum "$here/$dir/go.sum" | cut -c1-16) $ldflags" > "$out/.stamps/$name"
+    stamp "$dir" "k8s.io/kubernetes/cmd/$name" "$ldflags" > "$out/.stamps/$name"
   done
   rmdir "$tmp"
   echo "tools: built ${stale[*]} in $((SECONDS - start))s"
