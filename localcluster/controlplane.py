@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import binaries, chart, hostnet, topology
+from localcluster import binaries, chart, hostnet, karpenter, topology
 from localcluster.node import NAME as NODE_NAME
 from localcluster.node import RealNode
 from localcluster.operator_process import controller_argv
@@ -41,6 +41,7 @@ STOP_ORDER = [
     "kube-proxy",
     "kubelet",
     "containerd",
+    "karpenter",
     "kwok",
     "schedpolicy-scheduler",
     "kube-scheduler",
@@ -214,11 +215,16 @@ class LocalCluster:
         timeout: float = 120,
         *,
         real_node: bool = False,
+        karpenter_options: karpenter.KarpenterOptions | None = None,
     ) -> None:
         """Start the control plane. With `real_node`, also a kubelet node (containerd,
         kube-proxy, CNI bridge) that runs the images `make image` built; the chart is then
-        installed with helm instead of this harness running its parts as local processes."""
+        installed with helm instead of this harness running its parts as local processes.
+        With `karpenter_options`, also Karpenter's KWOK provider and its NodePools."""
         lacking = binaries.missing()
+        if karpenter_options is not None:
+            # Refused before anything starts: nothing is written for bad input.
+            checked = karpenter.manifests(karpenter_options)
         if lacking:
             raise ClusterError(
                 f"missing binaries in {binaries.bin_dir()}: {', '.join(lacking)}; run `make tools`"
@@ -241,6 +247,8 @@ class LocalCluster:
             self._start_kwok(ports)
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
+            if karpenter_options is not None:
+                self._start_karpenter(karpenter_options, *checked)
             if real_node:
                 self.node.start(self._node_ready)
                 return
@@ -340,6 +348,9 @@ class LocalCluster:
             "admin": ("schedpolicy-admin", ("system:masters",)),
             "kube-controller-manager": ("system:kube-controller-manager", ("system:masters",)),
             "kwok": ("kwok-controller", ("system:masters",)),
+            # Karpenter's chart grants it nodes, nodeclaims, pods/eviction and more; the
+            # harness does not re-create that RBAC, which is not what is under test.
+            "karpenter": ("karpenter", ("system:masters",)),
             # The scheduler gets only what upstream's bootstrap RBAC grants it.
             "kube-scheduler": ("system:kube-scheduler", ()),
         }
@@ -502,6 +513,29 @@ class LocalCluster:
             ],
         )
         self._wait_http(f"http://127.0.0.1:{p.kwok}/healthz", None, "kwok", 60)
+
+    def _start_karpenter(
+        self,
+        options: karpenter.KarpenterOptions,
+        catalog: karpenter.Catalog,
+        objects: list[dict[str, Any]],
+    ) -> None:
+        crds = sorted(karpenter.crd_dir().glob("*.yaml"))
+        # Server-side: the CRDs are too big for client-side apply's last-applied annotation.
+        self.kubectl("apply", "--server-side", *(f"--filename={c}" for c in crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     *(f"crd/{c.stem.split('_', 1)[1]}.{c.stem.split('_', 1)[0]}" for c in crds))
+        self.kubectl("apply", "-f", "-", objects=objects)
+        types_file = karpenter.write_instance_types(catalog, self.workdir / "karpenter-instance-types.json")
+        metrics, health = free_port(), free_port()
+        env = karpenter.environment(
+            options, self.workdir / "karpenter.kubeconfig", types_file, metrics, health
+        )
+        self.supervisor.start("karpenter", [str(binaries.path("karpenter"))], env=env)
+        self._wait_http(f"http://127.0.0.1:{health}/readyz", None, "karpenter", 90)
+        state = json.loads(self.state_file.read_text())
+        state["karpenter"] = {"metrics": metrics, "health": health}
+        self.state_file.write_text(json.dumps(state, indent=2))
 
     def _start_secondary_scheduler(self, p: Ports) -> None:
         """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""

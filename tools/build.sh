@@ -9,6 +9,9 @@
 #   helm           helm (the chart tests, make image's checks, the in-cluster tests)
 #   node           the real kubelet node: kubelet, kube-proxy, containerd, ctr, CNI plugins
 #   monitoring     Prometheus, promtool and prometheus-operator
+#   karpenter      Karpenter's KWOK cloud provider (tools/karpenter) as karpenter, and its CRDs
+#                  in karpenter-crds/ (Karpenter v1.14+ asks for a newer Go than 1.26.8: this
+#                  group exports GOTOOLCHAIN=go1.27.3, the one approved way to get it)
 #   compat         the compatibility lane's Kubernetes (tools/kubernetes-1.35) in $COMPAT_BIN
 #                  (default .tools/k8s-1.35/bin): kube-apiserver, kube-controller-manager,
 #                  kube-scheduler and kubectl
@@ -22,7 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 BIN=${BIN:-$root/.tools/bin}
 COMPAT_BIN=${COMPAT_BIN:-$root/.tools/k8s-1.35/bin}
-all_groups=(control-plane helm node monitoring compat)
+all_groups=(control-plane helm node monitoring karpenter compat)
 groups=("$@")
 (( ${#groups[@]} )) || groups=("${all_groups[@]}")
 declare -A want=()
@@ -38,6 +41,7 @@ wants helm && names+=(helm)
 wants node && names+=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge
   cni/host-local cni/loopback cni/portmap)
 wants monitoring && names+=(prometheus promtool prometheus-operator prometheus-config-reloader)
+wants karpenter && names+=(karpenter)
 
 if [[ -n "${SCHEDPOLICY_TOOLS_BIN:-}" ]]; then
   missing=0
@@ -238,6 +242,22 @@ if wants monitoring; then
     github.com/prometheus-operator/prometheus-operator/cmd/operator "$stamppo"
   build prometheus-operator prometheus-config-reloader \
     github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader "$stamppo"
+fi
+
+if wants karpenter; then
+  # Only this group needs the newer Go; the go command fetches it from the module proxy.
+  export GOTOOLCHAIN=go1.27.3
+  karpenter=$(pinned karpenter sigs.k8s.io/karpenter)
+  build karpenter karpenter sigs.k8s.io/karpenter/kwok
+  # The CRDs of the very module the binary was built from: Karpenter's own and the KWOK
+  # provider's node class.
+  karpenter_dir=$(cd "$here/karpenter" && go mod download sigs.k8s.io/karpenter &&
+    go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+  rm -rf "$out/karpenter-crds" && mkdir -p "$out/karpenter-crds"
+  cp "$karpenter_dir"/pkg/apis/crds/karpenter.sh_*.yaml "$karpenter_dir"/kwok/apis/crds/*.yaml \
+    "$out/karpenter-crds/"
+  echo "$karpenter" > "$out/karpenter-crds/VERSION"
+  unset GOTOOLCHAIN
 fi
 
 if wants compat; then
