@@ -523,10 +523,16 @@ class LocalCluster:
         crds = sorted(karpenter.crd_dir().glob("*.yaml"))
         # Server-side: the CRDs are too big for client-side apply's last-applied annotation.
         self.kubectl("apply", "--server-side", *(f"--filename={c}" for c in crds))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     *(f"crd/{c.stem.split('_', 1)[1]}.{c.stem.split('_', 1)[0]}" for c in crds))
+        self.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            *(f"crd/{c.stem.split('_', 1)[1]}.{c.stem.split('_', 1)[0]}" for c in crds),
+        )
         self.kubectl("apply", "-f", "-", objects=objects)
-        types_file = karpenter.write_instance_types(catalog, self.workdir / "karpenter-instance-types.json")
+        types_file = karpenter.write_instance_types(
+            catalog, self.workdir / "karpenter-instance-types.json"
+        )
         metrics, health = free_port(), free_port()
         env = karpenter.environment(
             options, self.workdir / "karpenter.kubeconfig", types_file, metrics, health

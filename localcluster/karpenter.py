@@ -161,7 +161,9 @@ def _prices(value: Any, where: str) -> dict[str, float]:
     for capacity in CAPACITY_TYPES:
         price = value.get(capacity)
         if isinstance(price, bool) or not isinstance(price, int | float) or price <= 0:
-            raise _fail(f"{where}.{capacity}", f"a positive USD-per-hour price is required, got {price!r}")
+            raise _fail(
+                f"{where}.{capacity}", f"a positive USD-per-hour price is required, got {price!r}"
+            )
         prices[capacity] = float(price)
     unknown = sorted(set(value) - set(CAPACITY_TYPES))
     if unknown:
@@ -206,7 +208,11 @@ def _pool(
 ) -> dict[str, Any]:
     template: dict[str, Any] = {
         "spec": {
-            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NODE_CLASS},
+            "nodeClassRef": {
+                "group": "karpenter.kwok.sh",
+                "kind": "KWOKNodeClass",
+                "name": NODE_CLASS,
+            },
             "requirements": [
                 {"key": INSTANCE_TYPE, "operator": "In", "values": list(types)},
                 {"key": CAPACITY_TYPE, "operator": "In", "values": list(CAPACITY_TYPES)},
@@ -232,7 +238,9 @@ def _pool(
     }
 
 
-def check_node_pool(pool: Mapping[str, Any], prefixes: Iterable[str] = OPERATOR_LABEL_PREFIXES) -> None:
+def check_node_pool(
+    pool: Mapping[str, Any], prefixes: Iterable[str] = OPERATOR_LABEL_PREFIXES
+) -> None:
     """Refuse a NodePool that would put the operator's labels on the nodes it launches."""
     name = pool.get("metadata", {}).get("name", "?")
     template = pool.get("spec", {}).get("template", {})
@@ -304,7 +312,9 @@ def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]
     class and the NodePools."""
     check_version(version())
     catalog = load_catalog(options.catalog)
-    pools = node_pools(catalog, consolidate_after=options.consolidate_after, gpu_labels=options.gpu_labels)
+    pools = node_pools(
+        catalog, consolidate_after=options.consolidate_after, gpu_labels=options.gpu_labels
+    )
     for pool in pools:
         check_node_pool(pool)
     objects: list[dict[str, Any]] = [

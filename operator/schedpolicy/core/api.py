@@ -368,6 +368,29 @@ def _snake(camel: str) -> str:
 Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
+# Karpenter's consolidation prices a pod at 1 + karpenter.sh/disruption-cost / 2^27, and
+# clamps that to [-10, 10] (sigs.k8s.io/karpenter pkg/utils/disruption.EvictionCost): a
+# value outside these bounds would be cut off, and pods of different costs would tie.
+KARPENTER_COST_DIVISOR = 2**27
+KARPENTER_VALUE_MIN = -11 * KARPENTER_COST_DIVISOR
+KARPENTER_VALUE_MAX = 9 * KARPENTER_COST_DIVISOR
+DEFAULT_KARPENTER_SCALE = 2**20
+
+
+class KarpenterDisruptionCost(Model):
+    """Also write `karpenter.sh/disruption-cost` (read by Karpenter v1.15 and later), the
+    same decision times `scale`, so that Karpenter's consolidation orders nodes by what this
+    policy decided. Karpenter divides it by 2^27: a pod-deletion-cost of -1000 to 1000
+    alone would move its per-pod cost by less than 0.00001."""
+
+    scale: Annotated[int, Field(ge=1, le=KARPENTER_VALUE_MAX)] = Field(
+        default=DEFAULT_KARPENTER_SCALE,
+        description="Multiplier from the deletion cost to karpenter.sh/disruption-cost. min x"
+        f" scale and max x scale must stay within [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}],"
+        " where Karpenter's clamp of its per-pod cost to [-10, 10] leaves them apart.",
+    )
+
+
 class DeletionCost(Model):
     """How this policy computes `controller.kubernetes.io/pod-deletion-cost` for the
     ReplicaSet-owned pods it governs: cost = clamp(bucket(sum of signal points), min, max).
@@ -376,6 +399,15 @@ class DeletionCost(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             cel("self.min <= self.max", "min must be less than or equal to max", ".min"),
+            cel(
+                "!has(self.karpenterDisruptionCost) || ("
+                f"self.max * self.karpenterDisruptionCost.scale <= {KARPENTER_VALUE_MAX} &&"
+                f" self.min * self.karpenterDisruptionCost.scale >= {KARPENTER_VALUE_MIN})",
+                "min x scale and max x scale must stay within"
+                f" [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}],"
+                " or Karpenter's clamp would tie them",
+                ".karpenterDisruptionCost.scale",
+            ),
         )
     )
 
@@ -397,12 +429,36 @@ class DeletionCost(Model):
     min_update_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
         default=10, description="Minimum time between two cost writes to the same pod."
     )
+    karpenter_disruption_cost: KarpenterDisruptionCost | None = Field(
+        default=None,
+        description="Opt in to writing karpenter.sh/disruption-cost beside the deletion cost,"
+        " in the same write, so that Karpenter's consolidation sees this policy too.",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         if self.min > self.max:
             raise ValueError("min must be less than or equal to max")
+        karpenter = self.karpenter_disruption_cost
+        if karpenter is not None:
+            low, high = self.min * karpenter.scale, self.max * karpenter.scale
+            if low < KARPENTER_VALUE_MIN or high > KARPENTER_VALUE_MAX:
+                largest = min(
+                    KARPENTER_VALUE_MAX // max(self.max, 1),
+                    -KARPENTER_VALUE_MIN // max(-self.min, 1),
+                )
+                raise ValueError(
+                    f"karpenterDisruptionCost.scale: {karpenter.scale} maps"
+                    f" [{self.min}, {self.max}] to [{low}, {high}], outside"
+                    f" [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}] where Karpenter's clamp"
+                    f" keeps costs apart; use a scale of at most {largest}"
+                )
         return self
+
+    def karpenter_value(self, cost: int) -> int | None:
+        """The karpenter.sh/disruption-cost for a deletion cost, when the policy opts in."""
+        karpenter = self.karpenter_disruption_cost
+        return None if karpenter is None else cost * karpenter.scale
 
 
 # ---- GPU node labels ---------------------------------------------------------------------

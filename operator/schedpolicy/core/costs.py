@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Literal
 
 from schedpolicy.core.api import (
+    KARPENTER_COST_DIVISOR,
     CapacityTypeSignal,
     DeletionCost,
     MetricSignal,
@@ -141,6 +142,8 @@ class CostDecision:
     hold: Rejection | None = None
     bounds: tuple[int, int] = (0, 0)
     bucket: int = 1
+    karpenter: int | None = None  # karpenter.sh/disruption-cost, when the policy opts in
+    karpenter_scale: int = 0
 
     def explain(self) -> list[str]:
         lines = [f"{s.type}: {s.detail} -> {s.points:+d}" for s in self.signals]
@@ -154,6 +157,13 @@ class CostDecision:
             f"sum {self.raw:+d}, rounded down to a multiple of {self.bucket}: {self.bucketed:+d},"
             f" clamped to [{low}, {high}]: {self.final}"
         )
+        if self.karpenter is not None:
+            per_pod = 1 + self.karpenter / KARPENTER_COST_DIVISOR
+            lines.append(
+                f"karpenter.sh/disruption-cost: {self.final} x {self.karpenter_scale} ="
+                f" {self.karpenter} (Karpenter prices the pod at 1 + {self.karpenter}/2^27 ="
+                f" {per_pod:.4f})"
+            )
         return lines
 
 
@@ -295,6 +305,7 @@ def decide(spec: DeletionCost, inputs: CostInputs, now: datetime) -> CostDecisio
     raw = sum(p.points for p in parts)
     bucketed = bucket_down(raw, spec.bucket)
     final = None if hold else max(spec.min, min(spec.max, bucketed))
+    karpenter = spec.karpenter_disruption_cost
     return CostDecision(
         signals=tuple(parts),
         raw=raw,
@@ -303,6 +314,8 @@ def decide(spec: DeletionCost, inputs: CostInputs, now: datetime) -> CostDecisio
         hold=hold,
         bounds=(spec.min, spec.max),
         bucket=spec.bucket,
+        karpenter=None if final is None else spec.karpenter_value(final),
+        karpenter_scale=karpenter.scale if karpenter else 0,
     )
 
 
@@ -318,6 +331,9 @@ class CostPlan:
     reason: str  # why nothing is written, as a metric label: unchanged, foreign-cost, ...
     policy: str | None = None
     decision: CostDecision | None = None
+    # karpenter.sh/disruption-cost in the same patch: the value to write, or (for remove)
+    # our value expected there now; None leaves that annotation alone.
+    karpenter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +345,8 @@ class PodCostState:
     scheduled: bool  # bound to a node
     current: str | None  # the stored pod-deletion-cost, if any
     ours: bool  # whether our field manager owns the stored value
+    karpenter_current: str | None = None  # the stored karpenter.sh/disruption-cost
+    karpenter_ours: bool = False
 
 
 def plan(
@@ -346,10 +364,11 @@ def plan(
     """
     if not pod.active:
         return CostPlan("none", None, "terminating", policy, decision)
+    ours_karpenter = pod.karpenter_current if pod.karpenter_ours else None
     if not pod.replicaset_owned or policy is None or spec is None or decision is None:
         if pod.current is not None and pod.ours:
             why = "not-replicaset" if not pod.replicaset_owned else "no-policy"
-            return CostPlan("remove", pod.current, why, policy, decision)
+            return CostPlan("remove", pod.current, why, policy, decision, ours_karpenter)
         return CostPlan("none", None, "not-replicaset" if not pod.replicaset_owned else "no-policy")
     if not pod.scheduled:
         # The ReplicaSet controller deletes unassigned pods first whatever their cost, and
@@ -360,8 +379,13 @@ def plan(
         reason = f"held-{decision.hold.reason}" if decision.hold else "held"
         return CostPlan("none", None, reason, policy, decision)
     desired = str(decision.final)
-    if pod.current is not None and not pod.ours and not spec.take_over:
+    karpenter = None if decision.karpenter is None else str(decision.karpenter)
+    foreign = pod.current is not None and not pod.ours
+    foreign_karpenter = (
+        karpenter is not None and pod.karpenter_current is not None and not pod.karpenter_ours
+    )
+    if (foreign or foreign_karpenter) and not spec.take_over:
         return CostPlan("none", None, "foreign-cost", policy, decision)
-    if pod.current == desired:
+    if pod.current == desired and (karpenter is None or pod.karpenter_current == karpenter):
         return CostPlan("none", None, "unchanged", policy, decision)
-    return CostPlan("write", desired, "changed", policy, decision)
+    return CostPlan("write", desired, "changed", policy, decision, karpenter)

@@ -14,6 +14,7 @@ from typing import Any
 
 from schedpolicy.core.api import ConditionType, SpecError
 from schedpolicy.core.matching import Conflict
+from schedpolicy.core.wording import count, verb
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,21 @@ class Observation:
     degraded: Sequence[str] = ()  # human-readable problems, e.g. pods stuck on our scheduler
     degraded_reason: str = "Degraded"
     counts: Counts = field(default_factory=Counts)
+    # Field manager -> pods whose pod-deletion-cost it owns, where this policy would write
+    # and does not take over (read from managedFields).
+    foreign_writers: Mapping[str, int] = field(default_factory=dict)
+
+
+def foreign_message(writers: Mapping[str, int]) -> str:
+    """Who else writes the deletion cost on this policy's pods, most pods first."""
+    ranked = sorted(writers.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{count(n, 'pod')} by {manager}" for manager, n in ranked]
+    total = sum(writers.values())
+    return (
+        f"pod-deletion-cost on {count(total, 'pod')} {verb(total, 'is', 'are')} managed by"
+        f" another writer ({', '.join(parts)}; from managedFields); takeOver is false, so"
+        f" {verb(total, 'it keeps', 'they keep')} that value and this policy writes nothing there"
+    )
 
 
 @dataclass(frozen=True)
@@ -54,12 +70,15 @@ def verdicts(obs: Observation) -> list[Verdict]:
         )
     else:
         ready = Verdict("Ready", "True", "Reconciled", f"generation {obs.generation} is in effect")
-    if obs.conflicts:
+    if obs.conflicts or obs.foreign_writers:
+        messages = [c.describe() for c in obs.conflicts]
+        if obs.foreign_writers:
+            messages.append(foreign_message(obs.foreign_writers))
         conflicting = Verdict(
             "Conflicting",
             "True",
-            "EqualPriorityOverlap",
-            "; ".join(c.describe() for c in obs.conflicts),
+            "EqualPriorityOverlap" if obs.conflicts else "ForeignCostWriter",
+            "; ".join(messages),
         )
     else:
         conflicting = Verdict(

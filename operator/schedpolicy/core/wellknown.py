@@ -14,6 +14,8 @@ FIELD_MANAGER = "schedpolicy"
 
 # What the ReplicaSet controller reads when it picks which pods to delete.
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+# What Karpenter (v1.15+) reads first when it prices a pod's eviction for consolidation.
+KARPENTER_COST_ANNOTATION = "karpenter.sh/disruption-cost"
 # Our own keys.
 HINTS_ANNOTATION = "schedpolicy.io/hints"
 OWNED_LABELS_ANNOTATION = "schedpolicy.io/owned-labels"

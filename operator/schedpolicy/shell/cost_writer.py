@@ -79,10 +79,11 @@ class CostWriter:
                     plan.value,
                     has_annotations=pod.has_annotations,
                     resource_version=pod.resource_version,
+                    karpenter=plan.karpenter,
                 )
             else:
                 version = await self.kube.remove_pod_cost(
-                    pod.namespace, pod.name, pod.uid, plan.value
+                    pod.namespace, pod.name, pod.uid, plan.value, plan.karpenter
                 )
         except (Gone, PreconditionFailed) as err:
             # The pod is gone, or the name now belongs to another pod, or the value moved

@@ -29,7 +29,12 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
 from schedpolicy.core import api, gpu, timestamps
-from schedpolicy.core.wellknown import COST_ANNOTATION, FIELD_MANAGER, OWNED_LABELS_ANNOTATION
+from schedpolicy.core.wellknown import (
+    COST_ANNOTATION,
+    FIELD_MANAGER,
+    KARPENTER_COST_ANNOTATION,
+    OWNED_LABELS_ANNOTATION,
+)
 
 
 class KubeError(Exception):
@@ -168,9 +173,15 @@ def pointer(*parts: str) -> str:
 
 
 def cost_patch(
-    uid: str, value: str, *, has_annotations: bool, resource_version: str | None = None
+    uid: str,
+    value: str,
+    *,
+    has_annotations: bool,
+    resource_version: str | None = None,
+    karpenter: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Set the deletion cost, but only on the pod with this UID.
+    """Set the deletion cost (and Karpenter's disruption cost, when given), but only on the
+    pod with this UID, in one patch: the two never disagree for a moment.
 
     The `test` makes the apiserver refuse the patch (422) if the name now belongs
     to a different pod, so a cost computed for one pod never lands on another.
@@ -179,32 +190,34 @@ def cost_patch(
     added since we looked, so with a resourceVersion it also tests that the pod
     is still the version we saw (a 422 otherwise, and the watch brings the news).
     """
+    values = {COST_ANNOTATION: value}
+    if karpenter is not None:
+        values[KARPENTER_COST_ANNOTATION] = karpenter
     guard = [{"op": "test", "path": "/metadata/uid", "value": uid}]
     if has_annotations:
         return [
             *guard,
-            {
-                "op": "add",
-                "path": pointer("metadata", "annotations", COST_ANNOTATION),
-                "value": value,
-            },
+            *(
+                {"op": "add", "path": pointer("metadata", "annotations", key), "value": v}
+                for key, v in values.items()
+            ),
         ]
     if resource_version:
         guard.append({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
-    return [
-        *guard,
-        {"op": "add", "path": "/metadata/annotations", "value": {COST_ANNOTATION: value}},
-    ]
+    return [*guard, {"op": "add", "path": "/metadata/annotations", "value": values}]
 
 
-def cost_removal_patch(uid: str, expected: str) -> list[dict[str, Any]]:
-    """Remove our cost, only if the pod and the value are still the ones we know."""
-    path = pointer("metadata", "annotations", COST_ANNOTATION)
-    return [
-        {"op": "test", "path": "/metadata/uid", "value": uid},
-        {"op": "test", "path": path, "value": expected},
-        {"op": "remove", "path": path},
-    ]
+def cost_removal_patch(
+    uid: str, expected: str, karpenter: str | None = None
+) -> list[dict[str, Any]]:
+    """Remove our cost (and our disruption cost), only if the pod and the values are still
+    the ones we know."""
+    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    for key, value in ((COST_ANNOTATION, expected), (KARPENTER_COST_ANNOTATION, karpenter)):
+        if value is not None:
+            path = pointer("metadata", "annotations", key)
+            ops += [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
+    return ops
 
 
 def node_label_patch(uid: str, plan: gpu.LabelPlan) -> dict[str, object]:
@@ -400,16 +413,23 @@ class Kube:
         *,
         has_annotations: bool,
         resource_version: str | None = None,
+        karpenter: str | None = None,
     ) -> str:
         """Our cost on this very pod (see `cost_patch`); the resourceVersion it produced."""
         patch = cost_patch(
-            uid, value, has_annotations=has_annotations, resource_version=resource_version
+            uid,
+            value,
+            has_annotations=has_annotations,
+            resource_version=resource_version,
+            karpenter=karpenter,
         )
         return await self.patch_pod(namespace, name, patch)
 
-    async def remove_pod_cost(self, namespace: str, name: str, uid: str, expected: str) -> str:
+    async def remove_pod_cost(
+        self, namespace: str, name: str, uid: str, expected: str, karpenter: str | None = None
+    ) -> str:
         """Remove our cost, only while the pod still carries the value we wrote."""
-        return await self.patch_pod(namespace, name, cost_removal_patch(uid, expected))
+        return await self.patch_pod(namespace, name, cost_removal_patch(uid, expected, karpenter))
 
     async def apply_node_labels(self, name: str, uid: str, plan: gpu.LabelPlan) -> str:
         """Set and remove labels on this very node (see `node_label_patch`)."""

@@ -108,6 +108,8 @@ def pod_cost(
         scheduled=pod.node_name is not None,
         current=pod.cost,
         ours=FIELD_MANAGER in pod.cost_managers,
+        karpenter_current=pod.karpenter_cost,
+        karpenter_ours=FIELD_MANAGER in pod.karpenter_cost_managers,
     )
     return PodCost(
         pod, match, decision, costs.plan(state, policy.name if policy else None, spec, decision)

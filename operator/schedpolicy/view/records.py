@@ -20,10 +20,16 @@ import msgspec
 from schedpolicy.core.api import SpecError, parse_spec
 from schedpolicy.core.matching import Policy
 from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
-from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, ZONE_LABEL
+from schedpolicy.core.wellknown import (
+    COST_ANNOTATION,
+    GPU_RESOURCE,
+    KARPENTER_COST_ANNOTATION,
+    ZONE_LABEL,
+)
 from schedpolicy.view import wire
 
 # Annotations nobody here reads, and which can be large.
+_COST_KEYS = frozenset({COST_ANNOTATION, KARPENTER_COST_ANNOTATION})
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 W = TypeVar("W", bound=msgspec.Struct)
@@ -200,6 +206,8 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     # Whether the stored pod has an annotations map at all; `annotations` leaves out
     # the big ones nobody reads, and a write must not mistake that for no map.
     has_annotations: bool
+    # Who manages karpenter.sh/disruption-cost; looked up only on pods that carry it.
+    karpenter_cost_managers: frozenset[str] = frozenset()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -222,19 +230,25 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     def cost(self) -> str | None:
         return self.annotations.get(COST_ANNOTATION)
 
+    @property
+    def karpenter_cost(self) -> str | None:
+        return self.annotations.get(KARPENTER_COST_ANNOTATION)
+
 
 def only_cost_changed(before: PodRecord, after: PodRecord) -> bool:
-    """Whether `after` is `before` with nothing changed but the deletion cost: its value,
-    who manages it, whether an annotations map exists, and the resourceVersion. That is
-    all our own cost patch changes, so no decision input moved."""
-    if {k: v for k, v in before.annotations.items() if k != COST_ANNOTATION} != {
-        k: v for k, v in after.annotations.items() if k != COST_ANNOTATION
+    """Whether `after` is `before` with nothing changed but the deletion cost (and
+    Karpenter's disruption cost): their values, who manages them, whether an annotations
+    map exists, and the resourceVersion. That is all our own cost patch changes, so no
+    decision input moved."""
+    if {k: v for k, v in before.annotations.items() if k not in _COST_KEYS} != {
+        k: v for k, v in after.annotations.items() if k not in _COST_KEYS
     }:
         return False
     return before == msgspec.structs.replace(
         after,
         annotations=before.annotations,
         cost_managers=before.cost_managers,
+        karpenter_cost_managers=before.karpenter_cost_managers,
         has_annotations=before.has_annotations,
         resource_version=before.resource_version,
     )
@@ -278,6 +292,11 @@ def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> P
         resource_version=meta.resource_version,
         cost_managers=annotation_managers(meta.managed_fields, COST_ANNOTATION),
         has_annotations=bool(meta.annotations),
+        karpenter_cost_managers=(
+            annotation_managers(meta.managed_fields, KARPENTER_COST_ANNOTATION)
+            if KARPENTER_COST_ANNOTATION in raw_annotations
+            else frozenset()
+        ),
     )
 
 

@@ -89,6 +89,8 @@ class StatusReport:
     counts: dict[str, Counts]
     problems: dict[str, list[Problem]]
     cost_bands: Counter[str]  # cost value -> pods carrying it as written by us
+    # policy -> field manager -> pods whose cost that manager owns and the policy leaves alone
+    foreign: dict[str, Counter[str]] = field(default_factory=dict)
 
 
 def status_report(
@@ -107,6 +109,7 @@ def status_report(
         final = outcome.final
         if outcome.cost_policy and final is not None and pod.cost == str(final):
             costed[outcome.cost_policy] += 1
+
         if pod.cost is not None and FIELD_MANAGER in pod.cost_managers:
             bands[pod.cost] += 1
     problems: dict[str, list[Problem]] = defaultdict(list)
@@ -149,7 +152,27 @@ def status_report(
             costed_pods=costed[policy.name] if policy.has("deletionCost") else None,
             labeled_nodes=found.labeled.get(policy.name, 0) if policy.has("nodeLabels") else None,
         )
-    return StatusReport(counts, dict(problems), bands)
+    return StatusReport(counts, dict(problems), bands, foreign_writers(view, outcomes))
+
+
+def foreign_writers(
+    view: ClusterView, outcomes: Mapping[str, PodOutcome]
+) -> dict[str, Counter[str]]:
+    """Per policy that does not take over: who else owns the cost on the pods it would cost."""
+    yielding = {
+        p.name
+        for p in view.policies()
+        if p.spec.deletion_cost and not p.spec.deletion_cost.take_over
+    }
+    found: dict[str, Counter[str]] = defaultdict(Counter)
+    for uid, outcome in outcomes.items():
+        pod = view.pods.get(uid)
+        if pod is None or outcome.cost_policy not in yielding or outcome.final is None:
+            continue
+        if pod.cost is not None and FIELD_MANAGER not in pod.cost_managers:
+            # A value set at creation may have no manager entry of its own for the key.
+            found[outcome.cost_policy].update(pod.cost_managers or {"(unknown)"})
+    return dict(found)
 
 
 def observations(
@@ -172,6 +195,7 @@ def observations(
                 degraded=shown,
                 degraded_reason=problems[0][0] if problems else "AsExpected",
                 counts=report.counts.get(obj.name, Counts()),
+                foreign_writers=dict(report.foreign.get(obj.name, {})),
             )
         )
     return out
