@@ -292,7 +292,7 @@ def check_version(found: str) -> None:
         raise _fail(
             "tools/karpenter/go.mod",
             f"Karpenter {found} does not read karpenter.sh/disruption-cost (first in v{need});"
-            " pin v{need} or later",
+            f" pin v{need} or later",
         )
 
 

@@ -19,6 +19,7 @@ from schedpolicy.core.timestamps import render, seconds_since, to_nanos
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
     HINTS_ANNOTATION,
+    KARPENTER_COST_ANNOTATION,
     OWNED_LABELS_ANNOTATION,
     REVISION_ANNOTATION,
     controller_ref,
@@ -99,9 +100,8 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
 
     meta = pod["metadata"]
     stored = (meta.get("annotations") or {}).get(COST_ANNOTATION)
-    ours = wellknown.FIELD_MANAGER in annotation_managers(
-        meta.get("managedFields") or [], COST_ANNOTATION
-    )
+    managers = annotation_managers(meta.get("managedFields") or [], COST_ANNOTATION)
+    ours = wellknown.FIELD_MANAGER in managers
     decision = result.decision
     policy = result.match.policy
     out: dict[str, Any] = {
@@ -120,7 +120,9 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
             # What the ReplicaSet controller ranks by: 0 for text its parser refuses.
             "readAs": ranking.read_deletion_cost(stored),
             "ours": ours,
+            "managers": sorted(managers),
             "writtenAt": _our_write_time(meta) if ours else None,
+            "karpenter": (meta.get("annotations") or {}).get(KARPENTER_COST_ANNOTATION),
         },
     }
     if decision is not None:
@@ -132,6 +134,7 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
             "bounds": list(decision.bounds),
             "final": decision.final,
             "held": decision.hold.detail if decision.hold else None,
+            "karpenter": decision.karpenter,
             "explanation": decision.explain(),
             "endpointsRead": read,
         }
@@ -203,6 +206,7 @@ def _write_state(
         "pending": True,
         "action": plan.action,
         "value": plan.value,
+        "karpenter": plan.karpenter,
         "rateLimited": gate.verdict == "wait",
     }
     if gate.not_before is not None:
@@ -365,6 +369,9 @@ def render_pod(out: Mapping[str, Any]) -> str:
         ]
         if cost["held"]:
             lines.append(f"Held: {cost['held']} (the stored cost is kept)")
+        if cost.get("karpenter") is not None:
+            said = [e for e in cost["explanation"] if e.startswith("karpenter.sh/")]
+            lines += [f"Karpenter: {e}" for e in said]
         lines += [
             f"Read now from {url} (the operator's own readings stay in memory)"
             for url in cost["endpointsRead"]
@@ -373,18 +380,19 @@ def render_pod(out: Mapping[str, Any]) -> str:
     owner = (
         "schedpolicy"
         if stored["ours"]
-        else ("someone else" if stored["value"] is not None else "-")
+        else (
+            ", ".join(stored.get("managers") or ["someone else"])
+            if stored["value"] is not None
+            else "-"
+        )
     )
     value = stored["value"] if stored["value"] is not None else "(none)"
     lines.append(f"Stored:    {value}  (written by {owner})")
+    if stored.get("karpenter") is not None:
+        lines.append(f"           karpenter.sh/disruption-cost {stored['karpenter']}")
     if stored["value"] is not None and str(stored["readAs"]) != stored["value"]:
         lines.append(f"           the ReplicaSet controller reads it as {stored['readAs']}")
-    write = out["write"]
-    if write["pending"]:
-        when = f", rate-limited until {write['notBefore']}" if write.get("rateLimited") else ""
-        lines.append(f"Pending:   {write['action']} {write.get('value')}{when}")
-    else:
-        lines.append(f"Pending:   nothing ({write['reason']})")
+    lines.append(_pending_line(out["write"]))
     hints = out.get("hints")
     lines.append(
         f"Hints:     {', '.join(hints['injected'])} by {hints['policy']}"
@@ -392,6 +400,14 @@ def render_pod(out: Mapping[str, Any]) -> str:
         else "Hints:     (none recorded)"
     )
     return "\n".join(lines)
+
+
+def _pending_line(write: Mapping[str, Any]) -> str:
+    if not write["pending"]:
+        return f"Pending:   nothing ({write['reason']})"
+    when = f", rate-limited until {write['notBefore']}" if write.get("rateLimited") else ""
+    extra = f" (disruption-cost {write['karpenter']})" if write.get("karpenter") else ""
+    return f"Pending:   {write['action']} {write.get('value')}{extra}{when}"
 
 
 def render_node(out: Mapping[str, Any]) -> str:

@@ -1,0 +1,172 @@
+"""karpenter.sh/disruption-cost: the same decision, scaled so that Karpenter's clamp keeps
+costs apart, written beside pod-deletion-cost; and who else writes the cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from schedpolicy.core.api import KARPENTER_VALUE_MAX, KARPENTER_VALUE_MIN, DeletionCost
+from schedpolicy.core.costs import CostDecision, PodCostState, plan
+from schedpolicy.core.policy_status import Observation, verdicts
+from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
+from schedpolicy.shell.kube import cost_patch, cost_removal_patch
+
+CAPACITY = {"type": "CapacityType", "capacityType": {"spot": -500}}
+
+
+def spec(**extra: Any) -> DeletionCost:
+    return DeletionCost.model_validate({"signals": [CAPACITY], **extra})
+
+
+KARPENTER = spec(karpenterDisruptionCost={})
+SCALED = spec(karpenterDisruptionCost={"scale": 1000})
+TAKE_OVER = spec(karpenterDisruptionCost={}, takeOver=True)
+
+
+def decided(cost_spec: DeletionCost, final: int = -500) -> CostDecision:
+    return CostDecision(
+        signals=(),
+        raw=final,
+        bucketed=final,
+        final=final,
+        bounds=(cost_spec.min, cost_spec.max),
+        bucket=100,
+        karpenter=cost_spec.karpenter_value(final),
+        karpenter_scale=cost_spec.karpenter_disruption_cost.scale
+        if cost_spec.karpenter_disruption_cost
+        else 0,
+    )
+
+
+def pod(
+    current: str | None = None,
+    karpenter: str | None = None,
+    ours: bool = True,
+    karpenter_ours: bool = True,
+) -> PodCostState:
+    return PodCostState(
+        replicaset_owned=True,
+        active=True,
+        scheduled=True,
+        current=current,
+        ours=ours,
+        karpenter_current=karpenter,
+        karpenter_ours=karpenter_ours,
+    )
+
+
+K500 = str(-500 * 2**20)
+
+
+@pytest.mark.parametrize(
+    ("state", "cost_spec", "action", "reason", "karpenter"),
+    [
+        (pod(), KARPENTER, "write", "changed", K500),
+        (pod("-500", K500), KARPENTER, "none", "unchanged", None),
+        # The deletion cost is right but Karpenter's is missing or stale: both are written.
+        (pod("-500"), KARPENTER, "write", "changed", K500),
+        (pod("-500", "7"), KARPENTER, "write", "changed", K500),
+        (pod("-500", K500), SCALED, "write", "changed", "-500000"),
+        # Someone else's disruption cost is theirs, unless the policy takes over.
+        (pod("-500", "7", karpenter_ours=False), KARPENTER, "none", "foreign-cost", None),
+        (pod("-500", "7", karpenter_ours=False), TAKE_OVER, "write", "changed", K500),
+        (pod("100", ours=False), KARPENTER, "none", "foreign-cost", None),
+        # Without the opt-in, a disruption cost on the pod is nobody's business here.
+        (pod("-500", "7", karpenter_ours=False), spec(), "none", "unchanged", None),
+    ],
+)
+def test_plan_writes_both_costs_together(
+    state: PodCostState, cost_spec: DeletionCost, action: str, reason: str, karpenter: str | None
+) -> None:
+    result = plan(state, "p", cost_spec, decided(cost_spec))
+    assert (result.action, result.reason, result.karpenter) == (action, reason, karpenter)
+
+
+@pytest.mark.parametrize(
+    ("state", "karpenter"),
+    [
+        (pod("-500", K500), K500),
+        (pod("-500", K500, karpenter_ours=False), None),
+        (pod("-500"), None),
+    ],
+)
+def test_removal_takes_only_our_own_disruption_cost(
+    state: PodCostState, karpenter: str | None
+) -> None:
+    result = plan(state, None, None, None)
+    assert (result.action, result.value, result.karpenter) == ("remove", "-500", karpenter)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "scale", "ok"),
+    [
+        ((-1000, 1000), 2**20, True),
+        ((-1000, 1000), KARPENTER_VALUE_MAX // 1000, True),
+        ((-1000, 1000), KARPENTER_VALUE_MAX // 1000 + 1, False),
+        ((-100000, 0), -KARPENTER_VALUE_MIN // 100000, True),
+        ((-100000, 0), -KARPENTER_VALUE_MIN // 100000 + 1, False),
+    ],
+)
+def test_scale_must_keep_costs_inside_karpenters_clamp(
+    bounds: tuple[int, int], scale: int, ok: bool
+) -> None:
+    low, high = bounds
+    body = {"min": low, "max": high, "karpenterDisruptionCost": {"scale": scale}}
+    if ok:
+        spec(**body)
+        return
+    with pytest.raises(ValidationError, match=r"karpenterDisruptionCost\.scale: .* at most \d+"):
+        spec(**body)
+
+
+def test_karpenter_prices_the_extremes_apart_inside_its_clamp() -> None:
+    # Karpenter's per-pod cost is clamp(1 + v / 2^27, -10, 10): the defaults keep every
+    # cost of [-1000, 1000] inside, so no two different costs tie there.
+    per_pod = [1 + KARPENTER.karpenter_value(c) / 2**27 for c in (-1000, -900, 900, 1000)]  # type: ignore[operator]
+    assert all(-10 < p < 10 for p in per_pod)
+    assert per_pod == sorted(set(per_pod))
+
+
+def test_the_explanation_shows_the_disruption_cost() -> None:
+    lines = decided(KARPENTER).explain()
+    assert lines[-1].startswith(f"karpenter.sh/disruption-cost: -500 x {2**20} = {K500}")
+
+
+def test_one_patch_sets_both_annotations() -> None:
+    assert cost_patch("u1", "-5", has_annotations=False, karpenter="-50") == [
+        {"op": "test", "path": "/metadata/uid", "value": "u1"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {COST_ANNOTATION: "-5", KARPENTER_COST_ANNOTATION: "-50"},
+        },
+    ]
+    ops = cost_patch("u1", "-5", has_annotations=True, karpenter="-50")
+    assert [o["path"] for o in ops[1:]] == [
+        "/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost",
+        "/metadata/annotations/karpenter.sh~1disruption-cost",
+    ]
+
+
+def test_removal_tests_each_value_it_removes() -> None:
+    ops = cost_removal_patch("u1", "-5", "-50")
+    assert [(o["op"], o["path"].rsplit("/", 1)[-1]) for o in ops] == [
+        ("test", "uid"),
+        ("test", "controller.kubernetes.io~1pod-deletion-cost"),
+        ("remove", "controller.kubernetes.io~1pod-deletion-cost"),
+        ("test", "karpenter.sh~1disruption-cost"),
+        ("remove", "karpenter.sh~1disruption-cost"),
+    ]
+
+
+def test_another_writer_makes_the_policy_conflicting_by_name() -> None:
+    obs = Observation("p", 1, foreign_writers={"karpenter": 3, "kubectl-annotate": 1})
+    conflicting = next(v for v in verdicts(obs) if v.type == "Conflicting")
+    assert (conflicting.status, conflicting.reason) == ("True", "ForeignCostWriter")
+    assert "4 pods" in conflicting.message
+    assert conflicting.message.index("3 pods by karpenter") < conflicting.message.index(
+        "1 pod by kubectl-annotate"
+    )
