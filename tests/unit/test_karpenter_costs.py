@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schedpolicy.core.api import KARPENTER_VALUE_MAX, KARPENTER_VALUE_MIN, DeletionCost
+from schedpolicy.core.api import KARPENTER_VALUE_MAX, DeletionCost
 from schedpolicy.core.costs import CostDecision, PodCostState, plan
 from schedpolicy.core.policy_status import Observation, verdicts
 from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
@@ -58,7 +58,8 @@ def pod(
     )
 
 
-K500 = str(-500 * 2**20)
+# -500 is 500 above the default min of -1000.
+K500 = str(500 * 2**19)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +70,7 @@ K500 = str(-500 * 2**20)
         # The deletion cost is right but Karpenter's is missing or stale: both are written.
         (pod("-500"), KARPENTER, "write", "changed", K500),
         (pod("-500", "7"), KARPENTER, "write", "changed", K500),
-        (pod("-500", K500), SCALED, "write", "changed", "-500000"),
+        (pod("-500", K500), SCALED, "write", "changed", "500000"),
         # Someone else's disruption cost is theirs, unless the policy takes over.
         (pod("-500", "7", karpenter_ours=False), KARPENTER, "none", "foreign-cost", None),
         (pod("-500", "7", karpenter_ours=False), TAKE_OVER, "write", "changed", K500),
@@ -103,11 +104,11 @@ def test_removal_takes_only_our_own_disruption_cost(
 @pytest.mark.parametrize(
     ("bounds", "scale", "ok"),
     [
-        ((-1000, 1000), 2**20, True),
-        ((-1000, 1000), KARPENTER_VALUE_MAX // 1000, True),
-        ((-1000, 1000), KARPENTER_VALUE_MAX // 1000 + 1, False),
-        ((-100000, 0), -KARPENTER_VALUE_MIN // 100000, True),
-        ((-100000, 0), -KARPENTER_VALUE_MIN // 100000 + 1, False),
+        ((-1000, 1000), 2**19, True),
+        ((-1000, 1000), KARPENTER_VALUE_MAX // 2000, True),
+        ((-1000, 1000), KARPENTER_VALUE_MAX // 2000 + 1, False),
+        ((-100000, 0), KARPENTER_VALUE_MAX // 100000, True),
+        ((-100000, 0), KARPENTER_VALUE_MAX // 100000 + 1, False),
     ],
 )
 def test_scale_must_keep_costs_inside_karpenters_clamp(
@@ -122,17 +123,24 @@ def test_scale_must_keep_costs_inside_karpenters_clamp(
         spec(**body)
 
 
-def test_karpenter_prices_the_extremes_apart_inside_its_clamp() -> None:
-    # Karpenter's per-pod cost is clamp(1 + v / 2^27, -10, 10): the defaults keep every
-    # cost of [-1000, 1000] inside, so no two different costs tie there.
-    per_pod = [1 + KARPENTER.karpenter_value(c) / 2**27 for c in (-1000, -900, 900, 1000)]  # type: ignore[operator]
-    assert all(-10 < p < 10 for p in per_pod)
+def karpenter_per_pod(value: int) -> float:
+    """Karpenter's own arithmetic: EvictionCost, then the floor at 0 that
+    ComputeRescheduleDisruptionCost applies to each pod."""
+    return max(0.0, min(10.0, max(-10.0, 1 + value / 2**27)))
+
+
+def test_karpenter_prices_every_cost_apart_and_above_zero() -> None:
+    # Negative per-pod costs would all count as 0 to Karpenter, and costs above 9 x 2^27
+    # would be clamped together: the default mapping stays between.
+    costs = range(-1000, 1001, 100)
+    per_pod = [karpenter_per_pod(KARPENTER.karpenter_value(c) or 0) for c in costs]
     assert per_pod == sorted(set(per_pod))
+    assert per_pod[0] == 1.0 and per_pod[-1] < 10
 
 
 def test_the_explanation_shows_the_disruption_cost() -> None:
     lines = decided(KARPENTER).explain()
-    assert lines[-1].startswith(f"karpenter.sh/disruption-cost: -500 x {2**20} = {K500}")
+    assert lines[-1].startswith(f"karpenter.sh/disruption-cost: (-500 - -1000) x {2**19} = {K500}")
 
 
 def test_one_patch_sets_both_annotations() -> None:

@@ -368,26 +368,27 @@ def _snake(camel: str) -> str:
 Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
-# Karpenter's consolidation prices a pod at 1 + karpenter.sh/disruption-cost / 2^27, and
-# clamps that to [-10, 10] (sigs.k8s.io/karpenter pkg/utils/disruption.EvictionCost): a
-# value outside these bounds would be cut off, and pods of different costs would tie.
+# Karpenter's consolidation prices a pod at 1 + karpenter.sh/disruption-cost / 2^27, clamps
+# that to [-10, 10], and counts a node's pods at no less than 0 each
+# (sigs.k8s.io/karpenter pkg/utils/disruption: EvictionCost, ComputeRescheduleDisruptionCost).
+# So the value written is (cost - min) x scale: never negative, where all negative costs would
+# look alike to it, and at most 9 x 2^27, where the clamp would tie the highest.
 KARPENTER_COST_DIVISOR = 2**27
-KARPENTER_VALUE_MIN = -11 * KARPENTER_COST_DIVISOR
 KARPENTER_VALUE_MAX = 9 * KARPENTER_COST_DIVISOR
-DEFAULT_KARPENTER_SCALE = 2**20
+DEFAULT_KARPENTER_SCALE = 2**19
 
 
 class KarpenterDisruptionCost(Model):
-    """Also write `karpenter.sh/disruption-cost` (read by Karpenter v1.15 and later), the
-    same decision times `scale`, so that Karpenter's consolidation orders nodes by what this
-    policy decided. Karpenter divides it by 2^27: a pod-deletion-cost of -1000 to 1000
-    alone would move its per-pod cost by less than 0.00001."""
+    """Also write `karpenter.sh/disruption-cost` (read by Karpenter v1.15 and later):
+    (cost - min) x scale, so that Karpenter's consolidation orders nodes by what this policy
+    decided. Karpenter divides it by 2^27: a pod-deletion-cost of -1000 to 1000 alone would
+    move its per-pod cost by less than 0.00001, and a negative one would not count at all."""
 
     scale: Annotated[int, Field(ge=1, le=KARPENTER_VALUE_MAX)] = Field(
         default=DEFAULT_KARPENTER_SCALE,
-        description="Multiplier from the deletion cost to karpenter.sh/disruption-cost. min x"
-        f" scale and max x scale must stay within [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}],"
-        " where Karpenter's clamp of its per-pod cost to [-10, 10] leaves them apart.",
+        description="Multiplier from the deletion cost above min to karpenter.sh/disruption-cost."
+        f" (max - min) x scale must be at most {KARPENTER_VALUE_MAX} (9 x 2^27), where Karpenter's"
+        " clamp of its per-pod cost to 10 still leaves every cost apart.",
     )
 
 
@@ -400,12 +401,10 @@ class DeletionCost(Model):
         json_schema_extra=validations(
             cel("self.min <= self.max", "min must be less than or equal to max", ".min"),
             cel(
-                "!has(self.karpenterDisruptionCost) || ("
-                f"self.max * self.karpenterDisruptionCost.scale <= {KARPENTER_VALUE_MAX} &&"
-                f" self.min * self.karpenterDisruptionCost.scale >= {KARPENTER_VALUE_MIN})",
-                "min x scale and max x scale must stay within"
-                f" [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}],"
-                " or Karpenter's clamp would tie them",
+                "!has(self.karpenterDisruptionCost) || (self.max - self.min) *"
+                f" self.karpenterDisruptionCost.scale <= {KARPENTER_VALUE_MAX}",
+                f"(max - min) x scale must be at most {KARPENTER_VALUE_MAX},"
+                " or Karpenter's clamp would tie the highest costs",
                 ".karpenterDisruptionCost.scale",
             ),
         )
@@ -440,25 +439,19 @@ class DeletionCost(Model):
         if self.min > self.max:
             raise ValueError("min must be less than or equal to max")
         karpenter = self.karpenter_disruption_cost
-        if karpenter is not None:
-            low, high = self.min * karpenter.scale, self.max * karpenter.scale
-            if low < KARPENTER_VALUE_MIN or high > KARPENTER_VALUE_MAX:
-                largest = min(
-                    KARPENTER_VALUE_MAX // max(self.max, 1),
-                    -KARPENTER_VALUE_MIN // max(-self.min, 1),
-                )
-                raise ValueError(
-                    f"karpenterDisruptionCost.scale: {karpenter.scale} maps"
-                    f" [{self.min}, {self.max}] to [{low}, {high}], outside"
-                    f" [{KARPENTER_VALUE_MIN}, {KARPENTER_VALUE_MAX}] where Karpenter's clamp"
-                    f" keeps costs apart; use a scale of at most {largest}"
-                )
+        if karpenter is not None and (self.max - self.min) * karpenter.scale > KARPENTER_VALUE_MAX:
+            largest = KARPENTER_VALUE_MAX // max(self.max - self.min, 1)
+            raise ValueError(
+                f"karpenterDisruptionCost.scale: {karpenter.scale} maps [{self.min}, {self.max}]"
+                f" to [0, {(self.max - self.min) * karpenter.scale}], above {KARPENTER_VALUE_MAX}"
+                f" where Karpenter's clamp ties the highest costs; use a scale of at most {largest}"
+            )
         return self
 
     def karpenter_value(self, cost: int) -> int | None:
         """The karpenter.sh/disruption-cost for a deletion cost, when the policy opts in."""
         karpenter = self.karpenter_disruption_cost
-        return None if karpenter is None else cost * karpenter.scale
+        return None if karpenter is None else (cost - self.min) * karpenter.scale
 
 
 # ---- GPU node labels ---------------------------------------------------------------------

@@ -160,8 +160,8 @@ class CostDecision:
         if self.karpenter is not None:
             per_pod = 1 + self.karpenter / KARPENTER_COST_DIVISOR
             lines.append(
-                f"karpenter.sh/disruption-cost: {self.final} x {self.karpenter_scale} ="
-                f" {self.karpenter} (Karpenter prices the pod at 1 + {self.karpenter}/2^27 ="
+                f"karpenter.sh/disruption-cost: ({self.final} - {low}) x {self.karpenter_scale}"
+                f" = {self.karpenter} (Karpenter prices the pod at 1 + {self.karpenter}/2^27 ="
                 f" {per_pod:.4f})"
             )
         return lines
