@@ -135,7 +135,8 @@ def test_karpenter_prices_every_cost_apart_and_above_zero() -> None:
     costs = range(-1000, 1001, 100)
     per_pod = [karpenter_per_pod(KARPENTER.karpenter_value(c) or 0) for c in costs]
     assert per_pod == sorted(set(per_pod))
-    assert per_pod[0] == 1.0 and per_pod[-1] < 10
+    assert per_pod[0] == 1.0
+    assert per_pod[-1] < 10
 
 
 def test_the_explanation_shows_the_disruption_cost() -> None:
