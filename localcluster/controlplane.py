@@ -224,7 +224,7 @@ class LocalCluster:
         lacking = binaries.missing()
         if karpenter_options is not None:
             # Refused before anything starts: nothing is written for bad input.
-            checked = karpenter.manifests(karpenter_options)
+            karpenter.manifests(karpenter_options)
         if lacking:
             raise ClusterError(
                 f"missing binaries in {binaries.bin_dir()}: {', '.join(lacking)}; run `make tools`"
@@ -248,7 +248,7 @@ class LocalCluster:
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
             if karpenter_options is not None:
-                self._start_karpenter(karpenter_options, *checked)
+                self.start_karpenter(karpenter_options)
             if real_node:
                 self.node.start(self._node_ready)
                 return
@@ -514,12 +514,13 @@ class LocalCluster:
         )
         self._wait_http(f"http://127.0.0.1:{p.kwok}/healthz", None, "kwok", 60)
 
-    def _start_karpenter(
-        self,
-        options: karpenter.KarpenterOptions,
-        catalog: karpenter.Catalog,
-        objects: list[dict[str, Any]],
-    ) -> None:
+    def start_karpenter(self, options: karpenter.KarpenterOptions) -> karpenter.Catalog:
+        """Karpenter's CRDs, node class and NodePools, then Karpenter itself; a running one is
+        replaced (to change its feature gates, say). Everything is checked before anything
+        is applied."""
+        catalog, objects = karpenter.manifests(options)
+        if self.supervisor.get("karpenter") is not None:
+            self.supervisor.stop("karpenter")
         crds = sorted(karpenter.crd_dir().glob("*.yaml"))
         # Server-side: the CRDs are too big for client-side apply's last-applied annotation.
         self.kubectl("apply", "--server-side", *(f"--filename={c}" for c in crds))
@@ -542,6 +543,7 @@ class LocalCluster:
         state = json.loads(self.state_file.read_text())
         state["karpenter"] = {"metrics": metrics, "health": health}
         self.state_file.write_text(json.dumps(state, indent=2))
+        return catalog
 
     def _start_secondary_scheduler(self, p: Ports) -> None:
         """The chart's scheduler: its RBAC, its ServiceAccount's token, its profile."""

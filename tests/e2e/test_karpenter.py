@@ -1,0 +1,480 @@
+"""schedpolicy beside a real Karpenter (v1.15, its KWOK cloud provider).
+
+The cluster here has no fixed nodes: Karpenter launches every node from the NodePools the
+harness gives it, the KWOK controller runs them, and Karpenter consolidates them. The
+controller, the webhook and the chart's scheduler run as in the other e2e tests. What is
+asserted is what the apiserver stored and what Karpenter and the ReplicaSet controller did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster import LocalCluster, audit, binaries
+from localcluster.binaries import REPO
+from localcluster.karpenter import (
+    CAPACITY_TYPE,
+    NODEPOOL_LABEL,
+    KarpenterOptions,
+)
+from localcluster.operator_process import OperatorProcess, running
+from localcluster.webhook import LoopbackWebhook
+from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
+from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
+from tests.e2e.pools import apply, get_json, namespace_policy
+
+pytestmark = pytest.mark.e2e
+WORKDIR = REPO / ".cluster" / "pytest-karpenter"
+SCHEDULER = "schedpolicy-scheduler"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
+KARPENTER_USER = "karpenter"
+# Spot pods go first, for the ReplicaSet controller and for Karpenter alike.
+SPOT_FIRST = {
+    "signals": [{"type": "CapacityType", "capacityType": {"spot": -500, "onDemand": 0}}],
+    "karpenterDisruptionCost": {},
+}
+
+
+@pytest.fixture(scope="module")
+def kcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster of Karpenter's nodes only, with the operator's two processes running."""
+    if binaries.lane():
+        pytest.skip("Karpenter runs against the target Kubernetes only")
+    cluster = LocalCluster(WORKDIR)
+    cluster.up(nodes=[], karpenter_options=KarpenterOptions())
+    try:
+        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+        cluster.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/schedulingpolicies.schedpolicy.io",
+        )  # fmt: skip
+        yield cluster
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="module")
+def processes(
+    kcluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    webhook = LoopbackWebhook(kcluster, tmp_path_factory.mktemp("pki"), "schedpolicy-karpenter")
+    with running(kcluster, "--verbose") as proc:
+        hook = webhook.start(kcluster.workdir / "logs" / "schedpolicy-webhook.log", "--verbose")
+        webhook.register()
+        try:
+            yield proc
+        finally:
+            webhook.unregister()
+            hook.stop()
+
+
+@pytest.fixture
+def ns(kcluster: LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"k-{request.node.name.lower().replace('_', '-')[:30].strip('-')}-{uuid.uuid4().hex[:4]}"
+    kcluster.kubectl("create", "namespace", name)
+    wait_until(
+        lambda: kcluster.kubectl("get", "sa", "default", "-n", name, check=False),
+        what=f"serviceaccount {name}/default",
+    )
+    yield name
+    kcluster.kubectl("delete", "namespace", name, "--wait=false")
+    for policy in json.loads(kcluster.kubectl("get", "schedulingpolicies", "-o", "json"))["items"]:
+        if name in policy["metadata"]["name"]:
+            kcluster.kubectl("delete", "schedulingpolicy", policy["metadata"]["name"])
+
+
+def deployment(
+    name: str,
+    replicas: int,
+    *,
+    cpu: str = "1500m",
+    gpus: int = 0,
+    node_selector: dict[str, str] | None = None,
+    spread_over: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "256Mi"}}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    spec: dict[str, Any] = {
+        "nodeSelector": node_selector or {},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "app", "image": PAUSE_IMAGE, "resources": resources}],
+    }
+    if spread_over:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": spread_over,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": name}},
+            }
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": annotations or {}},
+                "spec": spec,
+            },
+        },
+    }
+
+
+def pods(cluster: LocalCluster, ns: str, app: str) -> list[dict[str, Any]]:
+    listed = get_json(cluster, "pods", "-n", ns, "-l", f"app={app}")["items"]
+    return [p for p in listed if not p["metadata"].get("deletionTimestamp")]
+
+
+def running_pods(cluster: LocalCluster, ns: str, app: str, count: int) -> list[dict[str, Any]]:
+    def probe() -> list[dict[str, Any]] | None:
+        found = pods(cluster, ns, app)
+        up = [p for p in found if p["status"].get("phase") == "Running"]
+        return up if len(found) == count and len(up) == count else None
+
+    return wait_until(probe, within=120, what=f"{count} running pods of {app}")
+
+
+def node_claims(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
+    """NodeClaims by the node they launched."""
+    listed = get_json(cluster, "nodeclaims")["items"]
+    return {c["status"]["nodeName"]: c for c in listed if c.get("status", {}).get("nodeName")}
+
+
+def nodes(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in get_json(cluster, "nodes")["items"]}
+
+
+def annotation(pod: dict[str, Any], key: str) -> str | None:
+    return (pod["metadata"].get("annotations") or {}).get(key)
+
+
+def test_a_scale_down_by_our_costs_empties_spot_nodes_and_karpenter_removes_exactly_those(
+    kcluster: LocalCluster, processes: OperatorProcess, ns: str
+) -> None:
+    # Two pods fit on a c5.xlarge (3.9 CPUs once Karpenter's overhead is taken); the spread
+    # over capacity types makes Karpenter launch spot and on-demand nodes alike. The pods
+    # may not be disrupted, so the only nodes Karpenter can remove are the ones the
+    # ReplicaSet controller empties.
+    apply(kcluster, namespace_policy(f"spot-first-{ns}", ns, deletionCost=SPOT_FIRST))
+    doc = deployment(
+        "app",
+        4,
+        node_selector={INSTANCE_TYPE: "c5.xlarge", NODEPOOL_LABEL: "cpu"},
+        spread_over=CAPACITY_TYPE,
+        annotations={"karpenter.sh/do-not-disrupt": "true"},
+    )
+    kcluster.kubectl("apply", "-n", ns, "-f", "-", objects=[doc])
+    running_pods(kcluster, ns, "app", 4)
+
+    def costed() -> list[dict[str, Any]] | None:
+        found = pods(kcluster, ns, "app")
+        labels = {n: v["metadata"]["labels"] for n, v in nodes(kcluster).items()}
+        want = {"spot": ("-500", str(500 * 2**19)), "on-demand": ("0", str(1000 * 2**19))}
+        ok = all(
+            (annotation(p, COST_ANNOTATION), annotation(p, KARPENTER_COST_ANNOTATION))
+            == want[labels[p["spec"]["nodeName"]][CAPACITY_TYPE]]
+            for p in found
+        )
+        return found if ok else None
+
+    before = wait_until(costed, within=60, what="both costs on every pod")
+    node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in before}
+    capacity = {
+        n: nodes(kcluster)[n]["metadata"]["labels"][CAPACITY_TYPE] for n in node_of.values()
+    }
+    spot_nodes = {n for n, c in capacity.items() if c == "spot"}
+    on_demand_nodes = set(capacity) - spot_nodes
+    assert spot_nodes
+    assert on_demand_nodes
+    claims = node_claims(kcluster)
+    spot_claims = {claims[n]["metadata"]["name"] for n in spot_nodes}
+
+    kcluster.kubectl("scale", "-n", ns, "deployment/app", "--replicas=2")
+    survivors = running_pods(kcluster, ns, "app", 2)
+
+    # The ReplicaSet controller deleted the spot pods, as their costs said.
+    assert {capacity[p["spec"]["nodeName"]] for p in survivors} == {"on-demand"}
+
+    def spot_claims_gone() -> bool:
+        left = {c["metadata"]["name"] for c in get_json(kcluster, "nodeclaims")["items"]}
+        return not (spot_claims & left)
+
+    wait_until(spot_claims_gone, within=120, what=f"Karpenter to delete NodeClaims {spot_claims}")
+    kept = node_claims(kcluster)
+    assert on_demand_nodes <= set(kept), "Karpenter removed a node that still runs pods"
+    deleted = deleted_node_claims(kcluster)
+    assert spot_claims <= deleted
+    assert not deleted & {kept[n]["metadata"]["name"] for n in on_demand_nodes}
+
+
+def deleted_node_claims(cluster: LocalCluster) -> set[str]:
+    """NodeClaims Karpenter deleted, from the audit log."""
+    return {
+        e.name
+        for e in audit.writes_by(cluster.audit_log, KARPENTER_USER)
+        if e.resource == "nodeclaims" and e.verb == "delete" and e.code < 300
+    }
+
+
+def first(capacity: str) -> dict[str, Any]:
+    """A policy under which pods on `capacity` nodes go first, over the whole cost range."""
+    other = "onDemand" if capacity == "spot" else "spot"
+    points = {"spot" if capacity == "spot" else "onDemand": -1000, other: 1000}
+    return {
+        "signals": [{"type": "CapacityType", "capacityType": points}],
+        "karpenterDisruptionCost": {},
+    }
+
+
+@pytest.mark.parametrize("removed", ["spot", "on-demand"], ids=["spot-first", "on-demand-first"])
+def test_karpenters_consolidation_takes_the_node_our_costs_put_first(
+    kcluster: LocalCluster, processes: OperatorProcess, ns: str, removed: str
+) -> None:
+    """A spot and an on-demand node with one pod each, in a NodePool with no room for a
+    third node: Karpenter can remove either and move its pod to the other. It removes the
+    one whose pods our karpenter.sh/disruption-cost prices lower, whichever way the policy
+    points: spot-first holds in its consolidation order, and the order is ours."""
+    name = f"order-{uuid.uuid4().hex[:6]}"
+    apply(kcluster, ordering_pool(name, ["spot"]))
+    in_pool = {NODEPOOL_LABEL: name}
+    try:
+        apply(kcluster, namespace_policy(f"first-{ns}", ns, deletionCost=first(removed)))
+        # `a` gets a spot node. A blocker fills it, and the pool may launch on-demand only
+        # while `b` gets a node of its own. With the pool back to both capacity types and
+        # the blocker gone, each of the two fits beside the other, and either node could go.
+        launch(kcluster, ns, deployment("a", 1, node_selector=in_pool), "a")
+        spot = pods(kcluster, ns, "a")[0]["spec"]["nodeName"]
+        # KWOK's nodes carry no kubernetes.io/hostname label: pinned by name.
+        blocker = deployment("blocker", 1, cpu="2000m")
+        blocker["spec"]["template"]["spec"]["affinity"] = on_node(spot)
+        launch(kcluster, ns, blocker, "blocker")
+        capacity_types(kcluster, name, ["on-demand"])
+        launch(kcluster, ns, deployment("b", 1, node_selector=in_pool), "b")
+        on_demand = pods(kcluster, ns, "b")[0]["spec"]["nodeName"]
+        capacity_types(kcluster, name, ["spot", "on-demand"])
+        labels = {
+            n: nodes(kcluster)[n]["metadata"]["labels"][CAPACITY_TYPE] for n in (spot, on_demand)
+        }
+        assert labels == {spot: "spot", on_demand: "on-demand"}, labels
+        kcluster.kubectl("delete", "-n", ns, "deployment", "blocker", "--wait=true")
+        wait_until(lambda: not pods(kcluster, ns, "blocker"), what="the blocker gone")
+        wait_until(
+            lambda: all(
+                annotation(p, KARPENTER_COST_ANNOTATION)
+                for app in ("a", "b")
+                for p in pods(kcluster, ns, app)
+            ),
+            what="Karpenter-visible costs on both pods",
+        )
+        # Consolidation starts only now, when what Karpenter reads is in place.
+        kcluster.kubectl(
+            "patch", "nodepool", name, "--type=merge",
+            "-p", json.dumps({"spec": {"disruption": {"consolidateAfter": "0s"}}}),
+        )  # fmt: skip
+        wait_until(
+            lambda: not {spot, on_demand} <= set(nodes(kcluster)),
+            within=180,
+            what="Karpenter to consolidate one of the two nodes",
+        )
+        left = set(nodes(kcluster))
+        gone, kept = (spot, on_demand) if removed == "spot" else (on_demand, spot)
+        assert gone not in left, f"Karpenter kept the {removed} node"
+        assert kept in left, "Karpenter removed the other node"
+    finally:
+        for app in ("a", "b", "blocker"):
+            kcluster.kubectl("delete", "-n", ns, "deployment", app, "--ignore-not-found")
+        kcluster.kubectl("delete", "nodepool", name, "--ignore-not-found", "--wait=false")
+
+
+def capacity_types(cluster: LocalCluster, pool: str, values: list[str]) -> None:
+    patch = [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/requirements/1",
+            "value": {"key": CAPACITY_TYPE, "operator": "In", "values": values},
+        }
+    ]
+    cluster.kubectl("patch", "nodepool", pool, "--type=json", "-p", json.dumps(patch))
+
+
+def launch(cluster: LocalCluster, ns: str, doc: dict[str, Any], app: str) -> None:
+    cluster.kubectl("apply", "-n", ns, "-f", "-", objects=[doc])
+    running_pods(cluster, ns, app, doc["spec"]["replicas"])
+
+
+def on_node(name: str) -> dict[str, Any]:
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+
+
+def ordering_pool(name: str, capacity: list[str]) -> dict[str, Any]:
+    """c5.xlarge only, two at most (a replacement would need a third), no consolidation
+    until the test turns it on, and none for drift while the test changes its capacity
+    types."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "weight": 90,
+            "limits": {"cpu": "8"},
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [
+                        {"key": INSTANCE_TYPE, "operator": "In", "values": ["c5.xlarge"]},
+                        {"key": CAPACITY_TYPE, "operator": "In", "values": capacity},
+                    ],
+                    "expireAfter": "Never",
+                },
+            },
+            "disruption": {
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "consolidateAfter": "Never",
+                "budgets": [
+                    {"nodes": "100%", "reasons": ["Underutilized", "Empty"]},
+                    {"nodes": "0", "reasons": ["Drifted"]},
+                ],
+            },
+        },
+    }
+
+
+def test_karpenter_launches_gpu_nodes_for_hinted_pods_and_our_labels_land_on_them(
+    kcluster: LocalCluster, processes: OperatorProcess, ns: str
+) -> None:
+    placement = {
+        "schedulerName": SCHEDULER,
+        "capacityType": {"prefer": "spot", "weight": 50},
+    }
+    labels = {"gpu": {"sources": ["GPUFeatureDiscovery", "InstanceType"]}}
+    apply(kcluster, namespace_policy(f"gpu-{ns}", ns, placement=placement))
+    apply(kcluster, {**namespace_policy(f"labels-{ns}", ns), "spec": {"nodeLabels": labels}})
+    kcluster.kubectl(
+        "apply", "-n", ns, "-f", "-", objects=[deployment("train", 2, cpu="4", gpus=8)]
+    )
+    placed = running_pods(kcluster, ns, "train", 2)
+    for pod in placed:
+        spec = pod["spec"]
+        assert spec["schedulerName"] == SCHEDULER, "the webhook did not hint the pod"
+        assert annotation(pod, "schedpolicy.io/hints"), "no record of the hints"
+    launched = {p["spec"]["nodeName"] for p in placed}
+    claims = node_claims(kcluster)
+    assert launched <= set(claims), "a GPU pod runs on a node Karpenter did not launch"
+
+    def labelled() -> dict[str, dict[str, str]] | None:
+        found = {n: nodes(kcluster)[n]["metadata"]["labels"] for n in launched}
+        return found if all(MODEL in v and MEMORY in v for v in found.values()) else None
+
+    found = wait_until(labelled, within=60, what=f"GPU labels on {sorted(launched)}")
+    for name, node_labels in found.items():
+        instance = node_labels[INSTANCE_TYPE]
+        expected = {"g5.48xlarge": ("A10G", "22888"), "p4d.24xlarge": ("A100", "40960")}
+        assert (node_labels[MODEL], node_labels[MEMORY]) == expected[instance], name
+        assert not any(
+            k.startswith("schedpolicy.io/") for k in claims[name]["metadata"].get("labels", {})
+        ), "Karpenter itself set our labels"
+
+
+def test_with_karpenter_writing_the_deletion_cost_the_policy_yields_and_names_it(
+    kcluster: LocalCluster, processes: OperatorProcess, ns: str
+) -> None:
+    """Karpenter with its PodDeletionCostManagement gate on writes pod-deletion-cost from its
+    own ranking. The policy (no takeOver) leaves those pods alone, says who writes them, and
+    the two never take the annotation back and forth."""
+    seconds = float(os.environ.get("SCHEDPOLICY_COEXIST_SECONDS", "600"))
+    kcluster.start_karpenter(KarpenterOptions(feature_gates={"PodDeletionCostManagement": True}))
+    try:
+        coexist(kcluster, ns, seconds)
+    finally:
+        kcluster.start_karpenter(KarpenterOptions())
+
+
+def coexist(kcluster: LocalCluster, ns: str, seconds: float) -> None:
+    started = audit.now()
+    name = f"spot-first-{ns}"
+    apply(kcluster, namespace_policy(name, ns, deletionCost=SPOT_FIRST))
+    doc = deployment("web", 6, cpu="1000m", node_selector={NODEPOOL_LABEL: "cpu"})
+    kcluster.kubectl("apply", "-n", ns, "-f", "-", objects=[doc])
+    running_pods(kcluster, ns, "web", 6)
+
+    def karpenter_owns_one() -> bool:
+        return any(KARPENTER_USER in cost_managers(p) for p in pods(kcluster, ns, "web"))
+
+    wait_until(karpenter_owns_one, within=150, what="Karpenter's first pod-deletion-cost write")
+
+    def conflicting() -> dict[str, Any] | None:
+        policy = get_json(kcluster, "schedulingpolicy", name)
+        cond = {c["type"]: c for c in policy.get("status", {}).get("conditions", [])}
+        c = cond.get("Conflicting", {})
+        ok = c.get("reason") == "ForeignCostWriter" and f"by {KARPENTER_USER}" in c["message"]
+        return c if ok else None
+
+    wait_until(conflicting, within=60, what="Conflicting=ForeignCostWriter naming karpenter")
+    # Churn for the rest of the window, so that Karpenter ranks again and again and new
+    # pods arrive for both writers to see.
+    deadline = time.monotonic() + seconds
+    replicas = 6
+    while time.monotonic() < deadline:
+        replicas = 4 if replicas == 6 else 6
+        kcluster.kubectl("scale", "-n", ns, "deployment/web", f"--replicas={replicas}")
+        time.sleep(min(60.0, max(0.0, deadline - time.monotonic())))
+    wars = write_wars(kcluster.audit_log, ns, started)
+    assert wars == {}, f"pods whose pod-deletion-cost changed hands more than once: {wars}"
+    ours_after = [
+        p["metadata"]["name"]
+        for p in pods(kcluster, ns, "web")
+        if KARPENTER_USER in cost_managers(p) and "schedpolicy" in cost_managers(p)
+    ]
+    assert ours_after == []
+
+
+def cost_managers(pod: dict[str, Any]) -> set[str]:
+    field = f"f:{COST_ANNOTATION}"
+    return {
+        e["manager"]
+        for e in pod["metadata"].get("managedFields") or []
+        if field in (e.get("fieldsV1") or {}).get("f:metadata", {}).get("f:annotations", {})
+    }
+
+
+def write_wars(log: Path, ns: str, since: Any) -> dict[str, list[str]]:
+    """Pods whose pod-deletion-cost passed from one writer to another and back, from the
+    audit log's patch bodies: the writers in order, for each such pod."""
+    writers: dict[str, list[str]] = defaultdict(list)
+    for event in audit.events(log):
+        if event.namespace != ns or event.resource != "pods" or event.at < since:
+            continue
+        if (
+            event.verb != "patch"
+            or event.code >= 300
+            or COST_ANNOTATION not in json.dumps(event.request)
+        ):
+            continue
+        who = "schedpolicy" if event.user == audit.OPERATOR_USER else event.user
+        if not writers[event.name] or writers[event.name][-1] != who:
+            writers[event.name].append(who)
+    return {pod: seq for pod, seq in writers.items() if len(seq) > 2}
