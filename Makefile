@@ -29,7 +29,7 @@ venv: $(VENV_STAMP) ## create .venv with the package and dev tools
 BUILD := bash tools/build.sh
 
 .PHONY: tools
-tools: ## build every tool from Go modules into .tools/bin: the control plane, helm, the real node, Prometheus, and the 1.35 lane's control plane
+tools: ## build every tool from Go modules into .tools/bin: the control plane, helm, the real node, Prometheus, Karpenter, and the 1.35 lane's control plane
 	@$(BUILD)
 
 .PHONY: image
@@ -75,8 +75,8 @@ unit: venv ## unit tests (no cluster)
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/unit: that is a failure" >&2; exit $$rc; }
 
 .PHONY: e2e
-e2e: venv ## e2e tests against the real local control plane (Kubernetes 1.37)
-	@$(BUILD) control-plane helm
+e2e: venv ## e2e tests against the real local control plane (Kubernetes 1.37), Karpenter v1.15 included
+	@$(BUILD) control-plane helm karpenter
 	@$(PY) -m pytest tests/e2e $(PYTEST_ARGS) || { rc=$$?; \
 	  [[ $$rc -ne 5 ]] || echo "pytest collected no tests in tests/e2e: that is a failure" >&2; exit $$rc; }
 
@@ -95,7 +95,7 @@ incluster: venv image ## the chart installed with helm on a real kubelet node (c
 
 .PHONY: test-reliability
 test-reliability: venv ## only the fault, race and bad-input suite (also part of e2e)
-	@$(BUILD) control-plane helm
+	@$(BUILD) control-plane helm karpenter
 	$(PY) -m pytest tests/e2e -m reliability $(PYTEST_ARGS)
 
 .PHONY: test
@@ -104,7 +104,7 @@ test: lint unit e2e compat incluster ## everything CI runs (the reliability suit
 SCALE ?= full
 .PHONY: bench
 bench: venv ## benchmarks B1-B5g (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
-	@$(BUILD) control-plane helm
+	@$(BUILD) control-plane helm karpenter
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))
 
