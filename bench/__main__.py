@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import churn, convergence, gpu_scaledown, packing, report, scaledown, webhook
+from bench import churn, convergence, gpu_hours, gpu_scaledown, packing, report, scaledown, webhook
 from bench.scale import SCALES, Scale
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
@@ -62,6 +62,13 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f"B5g GPU nodes freed: none {f['no_policy']}, CPU fill {f['cpu_fill']}, GPU fill"
             f" {f['gpu_fill']}, ideal {f['ideal']}"
         )
+    if key == "b6-gpu-hours":
+        return "B6 " + "; ".join(
+            f"{name}: {lane['gpu_node_hours_replay']} GPU node-h, x{r['vs_alone'][name]['gpu_node_hours']}"
+            f" of alone, x{r['vs_bound'][name]} of needed GPU-h, 8-GPU p95 pending"
+            f" {lane['pending_8gpu_p95_s']} s"
+            for name, lane in r["lanes"].items()
+        )
     return (
         f"B5 nodes emptied {r['nodes_emptied']['with_policy']} vs none {r['nodes_emptied']['without_policy']}"
         f" vs ideal {r['nodes_emptied']['ideal']}: ratio {r['ratio']}"
@@ -76,7 +83,9 @@ def save(key: str, result: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    parser.add_argument("--only", default="B1,B2,B3,B4,B4C,B5,B5G", help="comma-separated subset")
+    parser.add_argument(
+        "--only", default="B1,B2,B3,B4,B4C,B5,B5G,B6", help="comma-separated subset"
+    )
     args = parser.parse_args()
     scale = SCALES[args.scale]
     wanted = {w.strip().upper() for w in args.only.split(",")}
@@ -88,12 +97,16 @@ def main() -> int:
         f"bench: scale {scale.name}; starting the local control plane in {cluster.workdir}",
         flush=True,
     )
-    cluster.up()
+    # B6 brings clusters of its own (Karpenter's nodes only); the others share this one.
+    shared = bool(wanted - {"B6"})
+    if shared:
+        cluster.up()
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
-        )
+        if shared:
+            cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+            cluster.kubectl(
+                "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
+            )
         if wanted & {"B1", "B2"}:
             try:
                 if "B1" in wanted:
@@ -119,6 +132,7 @@ def main() -> int:
             ("B4C", "b4c-churn", churn.run_b4c),
             ("B5", "b5-scaledown", scaledown.run_b5),
             ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
+            ("B6", "b6-gpu-hours", gpu_hours.run_b6),
         ]
         for tag, key, fn in runs:
             if tag not in wanted:
@@ -134,7 +148,8 @@ def main() -> int:
                 traceback.print_exc()
                 save(key, {"name": key, "scale": scale.name, "error": repr(err)})
     finally:
-        cluster.down()
+        if shared:
+            cluster.down()
     print(f"bench: report at {report.write()} after {time.monotonic() - started:.0f}s", flush=True)
     return 1 if failed else 0
 
