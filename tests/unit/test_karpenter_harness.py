@@ -10,13 +10,14 @@ import pytest
 import yaml
 
 from localcluster import karpenter
+from localcluster.binaries import TOOLS
 
 GOOD = yaml.safe_load(karpenter.INSTANCE_TYPES.read_text())
 
 
 def broken(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    doc = copy.deepcopy(GOOD)
-    target = doc
+    doc: dict[str, Any] = copy.deepcopy(GOOD)
+    target: Any = doc
     for key in path[:-1]:
         target = target[key]
     if value is KeyError:
@@ -138,7 +139,7 @@ def test_a_karpenter_without_the_disruption_cost_annotation_is_refused(
 
 
 def test_the_pinned_karpenter_is_new_enough() -> None:
-    text = (karpenter.binaries.TOOLS / "karpenter" / "go.mod").read_text()
+    text = (TOOLS / "karpenter" / "go.mod").read_text()
     pinned = re.search(r"sigs\.k8s\.io/karpenter (v\S+)", text)
     assert pinned is not None
     karpenter.check_version(pinned.group(1))
