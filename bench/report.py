@@ -475,6 +475,16 @@ def section_b5g(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _of(lanes: dict[str, Any], key: str) -> str:
+    """The product lane's figure as a share of Karpenter-alone's."""
+    alone, product = lanes["karpenter-alone"][key], lanes["product"][key]
+    return f"{product / alone:.2f} of alone" if alone else "n/a"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def section_b6(r: dict[str, Any]) -> list[str]:
     w, lanes = r["window"], r["lanes"]
     rows = [
@@ -486,7 +496,7 @@ def section_b6(r: dict[str, Any]) -> list[str]:
         rows.append(
             f"| {name} | {lane['gpu_node_hours_replay']} | {lane['gpu_node_hours_trace']} |"
             f" {lane['dollars_replay']} | {r['vs_alone'][name]['gpu_node_hours']} |"
-            f" {r['vs_bound'][name]} | {lane['pending_8gpu_p50_s']} / {lane['pending_8gpu_p95_s']}"
+            f" {r['vs_bound'][name]} | {_s(lane['pending_8gpu_p50_s'])} / {_s(lane['pending_8gpu_p95_s'])}"
             f" | {lane['nodes_provisioned']} / {lane['nodes_consolidated']} |"
             f" {lane['mean_unallocated_share']} |"
         )
@@ -516,7 +526,26 @@ def section_b6(r: dict[str, Any]) -> list[str]:
         "",
         *[f"- {goal}: {'met' if ok else 'not met'}" for goal, ok in goals],
         "",
-        *r.get("limits", []),
+        "What limits these figures:",
+        "- **Node-hours count a 4-GPU and an 8-GPU node alike.** With the profile the pods"
+        " pack onto fewer GPUs of the nodes Karpenter launched, so Karpenter launches smaller"
+        " nodes and removes emptied ones: GPU-hours provisioned"
+        f" ({_of(lanes, 'gpu_hours_provisioned_replay')}) and dollars"
+        f" ({_of(lanes, 'dollars_replay')}) fall by more than node-hours do.",
+        "- **The bound is far below every lane because the tasks are short against a node's"
+        " life.** The median task lives 545 s in the trace, a few seconds here; a node lives at"
+        " least the launch, the pods' lifetimes and Karpenter's consolidateAfter (10 s here),"
+        " and it is charged until it goes or the replay ends. A node launched for one short"
+        " 1-GPU task holds 4 or 8 GPUs for all that time. Perfect packing also ignores that"
+        " GPUs come in nodes of 4 and 8.",
+        "- **Karpenter alone consolidates little here.** The default scheduler spreads 1-GPU"
+        " tasks over every GPU node (LeastAllocated), so nodes seldom empty and are seldom"
+        " underused enough to be worth moving pods; the profile's MostAllocated leaves whole"
+        " nodes free for it to remove.",
+        "- **The product lane adds little over the profile.** The trace's tasks are one"
+        " replica each: a deletion cost orders a ReplicaSet's own scale-down, and there is"
+        " none here. What it adds is the disruption cost Karpenter reads, which only matters"
+        " when Karpenter must choose between underused nodes.",
         "",
         "![B6](results/b6-gpu-hours.png)",
     ]
