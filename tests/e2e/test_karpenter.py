@@ -29,7 +29,8 @@ from localcluster.karpenter import (
 from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
 from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
-from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
+from tests.e2e import kubeobjects
+from tests.e2e.kubeobjects import wait_until
 from tests.e2e.pools import apply, get_json, namespace_policy
 
 pytestmark = pytest.mark.e2e
@@ -103,16 +104,16 @@ def deployment(
     spread_over: str | None = None,
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "256Mi"}}
+    """kubeobjects' Deployment, with memory asked for (Karpenter sizes nodes by it too), GPUs,
+    a spread over `spread_over` and pod annotations."""
+    doc = kubeobjects.deployment(name, replicas, node_selector=node_selector, cpu=cpu)
+    template = doc["spec"]["template"]
+    resources = template["spec"]["containers"][0]["resources"]
+    resources["requests"]["memory"] = "256Mi"
     if gpus:
         resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    spec: dict[str, Any] = {
-        "nodeSelector": node_selector or {},
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "app", "image": PAUSE_IMAGE, "resources": resources}],
-    }
     if spread_over:
-        spec["topologySpreadConstraints"] = [
+        template["spec"]["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
                 "topologyKey": spread_over,
@@ -120,19 +121,8 @@ def deployment(
                 "labelSelector": {"matchLabels": {"app": name}},
             }
         ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": annotations or {}},
-                "spec": spec,
-            },
-        },
-    }
+    template["metadata"]["annotations"] = annotations or {}
+    return doc
 
 
 def pods(cluster: LocalCluster, ns: str, app: str) -> list[dict[str, Any]]:
