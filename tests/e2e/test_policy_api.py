@@ -16,7 +16,9 @@ from tests.e2e.kubeobjects import wait_until
 from tests.e2e.policies import MalformedCase, malformed
 
 pytestmark = pytest.mark.e2e
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted(
+    [*(REPO / "examples").glob("*.yaml"), *(REPO / "examples").glob("karpenter/*.yaml")]
+)
 
 
 def _apply(cluster: LocalCluster, doc: dict[str, Any], *flags: str) -> str:

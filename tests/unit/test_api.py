@@ -9,7 +9,9 @@ from localcluster.binaries import REPO
 from schedpolicy.core import api
 from tests.e2e.policies import MalformedCase, malformed
 
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted(
+    [*(REPO / "examples").glob("*.yaml"), *(REPO / "examples").glob("karpenter/*.yaml")]
+)
 
 
 @pytest.mark.parametrize("case", malformed(), ids=lambda c: c.name)
