@@ -59,11 +59,11 @@ crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/ap
 
 .PHONY: cluster-up
 # The venv is made while the control plane builds: pip waits on the network, Go on the CPU.
-cluster-up: ## start the local control plane (kubeconfig: .cluster/local/kubeconfig)
-	@$(BUILD) control-plane & build=$$!; \
+cluster-up: ## start the local control plane (kubeconfig: .cluster/local/kubeconfig); KARPENTER=1: Karpenter launches the nodes
+	@$(BUILD) control-plane $(if $(KARPENTER),karpenter) & build=$$!; \
 	  $(MAKE) --no-print-directory venv || { kill $$build 2>/dev/null; exit 1; }; \
 	  wait $$build
-	$(PY) -m localcluster up
+	$(PY) -m localcluster up $(if $(KARPENTER),--karpenter)
 
 .PHONY: cluster-down
 cluster-down: venv ## stop every process of the local control plane

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from localcluster import binaries, chart, hostnet
 from localcluster.controlplane import DEFAULT_WORKDIR, ClusterError, LocalCluster
+from localcluster.karpenter import KarpenterConfigError, KarpenterOptions
 
 
 def main() -> int:
@@ -18,6 +19,12 @@ def main() -> int:
     parser.add_argument("command", choices=["up", "down", "status", "leftovers", "snapshot-chart"])
     parser.add_argument(
         "--real-node", action="store_true", help="also a kubelet node (after `make image`)"
+    )
+    parser.add_argument(
+        "--karpenter",
+        action="store_true",
+        help="no fixed nodes: Karpenter (KWOK provider) launches them (after `bash tools/build.sh"
+        " karpenter`)",
     )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args()
@@ -50,8 +57,11 @@ def main() -> int:
         f" in {cluster.workdir} ..."
     )
     try:
-        cluster.up(real_node=args.real_node)
-    except ClusterError as err:
+        if args.karpenter:
+            cluster.up(nodes=[], karpenter_options=KarpenterOptions())
+        else:
+            cluster.up(real_node=args.real_node)
+    except (ClusterError, KarpenterConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(
