@@ -542,6 +542,8 @@ def section_b6(r: dict[str, Any]) -> list[str]:
         " tasks over every GPU node (LeastAllocated), so nodes seldom empty and are seldom"
         " underused enough to be worth moving pods; the profile's MostAllocated leaves whole"
         " nodes free for it to remove.",
+        "- **Pending times are sampled once a second**, so 8-GPU p95s within a second of each"
+        " other (Karpenter's launch of about 3 s dominates them) are one figure.",
         "- **The product lane adds little over the profile.** The trace's tasks are one"
         " replica each: a deletion cost orders a ReplicaSet's own scale-down, and there is"
         " none here. What it adds is the disruption cost Karpenter reads, which only matters"
