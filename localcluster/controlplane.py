@@ -222,9 +222,10 @@ class LocalCluster:
         installed with helm instead of this harness running its parts as local processes.
         With `karpenter_options`, also Karpenter's KWOK provider and its NodePools."""
         lacking = binaries.missing()
+        checked = None
         if karpenter_options is not None:
             # Refused before anything starts: nothing is written for bad input.
-            karpenter.manifests(karpenter_options)
+            checked = karpenter.manifests(karpenter_options)
         if lacking:
             raise ClusterError(
                 f"missing binaries in {binaries.bin_dir()}: {', '.join(lacking)}; run `make tools`"
@@ -248,7 +249,7 @@ class LocalCluster:
             self._wait_for_default_service_account(timeout)
             self.create_nodes(topology.load() if nodes is None else nodes)
             if karpenter_options is not None:
-                self.start_karpenter(karpenter_options)
+                self.start_karpenter(karpenter_options, checked)
             if real_node:
                 self.node.start(self._node_ready)
                 return
@@ -514,11 +515,15 @@ class LocalCluster:
         )
         self._wait_http(f"http://127.0.0.1:{p.kwok}/healthz", None, "kwok", 60)
 
-    def start_karpenter(self, options: karpenter.KarpenterOptions) -> karpenter.Catalog:
+    def start_karpenter(
+        self,
+        options: karpenter.KarpenterOptions,
+        checked: tuple[karpenter.Catalog, list[dict[str, Any]]] | None = None,
+    ) -> karpenter.Catalog:
         """Karpenter's CRDs, node class and NodePools, then Karpenter itself; a running one is
         replaced (to change its feature gates, say). Everything is checked before anything
-        is applied."""
-        catalog, objects = karpenter.manifests(options)
+        is applied (`checked`: already, by `karpenter.manifests`)."""
+        catalog, objects = checked or karpenter.manifests(options)
         if self.supervisor.get("karpenter") is not None:
             self.supervisor.stop("karpenter")
         crds = sorted(karpenter.crd_dir().glob("*.yaml"))

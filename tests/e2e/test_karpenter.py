@@ -47,7 +47,7 @@ SPOT_FIRST = {
 
 
 @pytest.fixture(scope="module")
-def kcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def kcluster() -> Iterator[LocalCluster]:
     """A cluster of Karpenter's nodes only, with the operator's two processes running."""
     if binaries.lane():
         pytest.skip("Karpenter runs against the target Kubernetes only")
@@ -221,14 +221,12 @@ def deleted_node_claims(cluster: LocalCluster) -> set[str]:
     }
 
 
-def first(capacity: str) -> dict[str, Any]:
-    """A policy under which pods on `capacity` nodes go first, over the whole cost range."""
-    other = "onDemand" if capacity == "spot" else "spot"
-    points = {"spot" if capacity == "spot" else "onDemand": -1000, other: 1000}
-    return {
-        "signals": [{"type": "CapacityType", "capacityType": points}],
-        "karpenterDisruptionCost": {},
-    }
+# Spot first over the policy's whole range: Karpenter divides a node's price by its pods'
+# weight, and an on-demand node costs 2.5 times a spot one.
+STRONG_SPOT_FIRST = {
+    "signals": [{"type": "CapacityType", "capacityType": {"spot": -1000, "onDemand": 1000}}],
+    "karpenterDisruptionCost": {},
+}
 
 
 def test_spot_first_holds_in_karpenters_consolidation_order(
@@ -247,7 +245,7 @@ def test_spot_first_holds_in_karpenters_consolidation_order(
     apply(kcluster, ordering_pool(name, ["spot"]))
     in_pool = {NODEPOOL_LABEL: name}
     try:
-        apply(kcluster, namespace_policy(f"first-{ns}", ns, deletionCost=first("spot")))
+        apply(kcluster, namespace_policy(f"first-{ns}", ns, deletionCost=STRONG_SPOT_FIRST))
         # `a` gets a spot node. A blocker fills it, and the pool may launch on-demand only
         # while `b` gets a node of its own. With the pool back to both capacity types and
         # the blocker gone, each of the two fits beside the other, and either node could go.
