@@ -49,7 +49,12 @@ def test_defaults() -> None:
     assert cost.signals[0].consolidation().points == 500
     assert spec.node_labels is not None
     assert spec.node_labels.gpu.label_prefix == "schedpolicy.io"
-    assert spec.node_labels.gpu.sources == ["Inventory", "GPUFeatureDiscovery", "InstanceType"]
+    assert spec.node_labels.gpu.sources == [
+        "Inventory",
+        "GPUFeatureDiscovery",
+        "DRA",
+        "InstanceType",
+    ]
     assert spec.placement is not None
     assert spec.placement.scheduler_name == "schedpolicy-scheduler"
 

@@ -84,7 +84,31 @@ async def _pod_view(kube: Kube, pod: Mapping[str, Any]) -> ClusterView:
     )
     siblings = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
     seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
-    return decisions.build_view(policies=policies, nodes=nodes, namespaces=[ns], pods=seen.values())
+    return decisions.build_view(
+        policies=policies,
+        nodes=nodes,
+        namespaces=[ns],
+        pods=seen.values(),
+        **await _dra_snapshot(kube, node_name),
+    )
+
+
+async def _dra_snapshot(kube: Kube, node_name: str | None) -> dict[str, list[dict[str, Any]]]:
+    """The node's ResourceSlices, the DeviceClasses and the claims: what its DRA fill and
+    its DRA labels read. Claims cannot be selected by node, so all are read."""
+    if node_name is None:
+        return {}
+    base = "/apis/resource.k8s.io/v1"
+    return {
+        "resource_slices": await _items(
+            kube,
+            f"{base}/resourceslices",
+            "ResourceSlices",
+            fieldSelector=f"spec.nodeName={node_name}",
+        ),
+        "resource_claims": await _items(kube, f"{base}/resourceclaims", "ResourceClaims"),
+        "device_classes": await _items(kube, f"{base}/deviceclasses", "DeviceClasses"),
+    }
 
 
 async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict[str, Any]:
@@ -146,6 +170,20 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
 
 def _signal(signal: costs.SignalPoints) -> dict[str, Any]:
     out: dict[str, Any] = {"type": signal.type, "points": signal.points, "detail": signal.detail}
+    if signal.devices is not None:
+        share = signal.devices
+        out["devices"] = {
+            "classes": list(share.classes),
+            "published": len(share.published),
+            "allocated": [
+                {"claim": a.claim, "request": a.request, "device": "/".join(a.key)}
+                for a in share.allocated
+            ],
+            "extendedResourceClaims": [
+                {"claim": a.claim, "device": "/".join(a.key)} for a in share.extended
+            ],
+            "unread": list(share.unread),
+        }
     if signal.fill is not None:
         out["fill"] = {
             "value": float(signal.fill.fill),
@@ -217,9 +255,10 @@ def _write_state(
 async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
     node = await _get(kube, f"/api/v1/nodes/{name}", f"node {name}")
     policies = await _items(kube, POLICIES, "SchedulingPolicies")
-    view = decisions.build_view(policies=policies, nodes=[node])
+    view = decisions.build_view(policies=policies, nodes=[node], **await _dra_snapshot(kube, name))
     result = decisions.node_labels(view, name)
     record = view.nodes[name]
+    published = view.devices.published(name)
     decision = result.decision
     keys: tuple[str, ...] = ()
     if result.match.policy and result.match.policy.spec.node_labels:
@@ -227,6 +266,17 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
     return {
         "node": name,
         "allocatableGPUs": record.allocatable_gpus,
+        "draDevices": None
+        if published is None
+        else {
+            "devices": [f"{d.driver}/{d.pool}/{d.name}" for d in published.devices],
+            "problems": list(published.problems),
+            "incomplete": list(published.incomplete),
+            "claims": [
+                {"claim": a.claim, "device": "/".join(a.key), "extendedResource": a.extended}
+                for a in view.devices.claims_on(name)
+            ],
+        },
         "policy": {
             "name": result.match.policy.name if result.match.policy else None,
             "why": result.match.reason,

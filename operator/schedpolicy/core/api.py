@@ -166,6 +166,9 @@ RESOURCE_NAME = (
 )
 MAX_CONSOLIDATION_RESOURCES = 4
 ResourceName = Annotated[str, Field(min_length=1, max_length=317)]
+MAX_DEVICE_CLASSES = 8
+GPU_RESOURCE_NAME = "nvidia.com/gpu"
+DeviceClassName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 
 
 class NodeConsolidationSignal(Model):
@@ -176,6 +179,18 @@ class NodeConsolidationSignal(Model):
     that advertises none of them counts as empty. Pods on the emptiest nodes get the fewest
     points and go first, which lets those nodes be consolidated: list nvidia.com/gpu to free
     whole GPU nodes rather than the CPU-emptiest ones."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!has(self.deviceClasses) || size(self.deviceClasses) == 0 ||"
+                " self.resources.exists(r, r == (has(self.deviceResource) ? self.deviceResource"
+                f" : '{GPU_RESOURCE_NAME}'))",
+                "deviceResource must be one of resources when deviceClasses are listed",
+                ".deviceResource",
+            )
+        )
+    )
 
     points: Annotated[int, Field(ge=1, le=MAX_POINTS)] = Field(
         default=500, description="Points for a pod on a completely full node."
@@ -208,6 +223,31 @@ class NodeConsolidationSignal(Model):
         if len(set(resources)) != len(resources):
             raise ValueError("resources must not repeat")
         return resources
+
+    device_classes: list[DeviceClassName] = Field(
+        default_factory=list,
+        max_length=MAX_DEVICE_CLASSES,
+        description="DRA DeviceClasses whose devices join the share of `deviceResource`: a"
+        " node's devices that these classes select (from its ResourceSlices) add to what it has,"
+        " and those that ResourceClaims hold add to what is requested. A claim the scheduler"
+        " made for an extended-resource request is not counted again, since the pod's request"
+        " already is. Empty (the default): DRA devices are not counted.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    device_resource: ResourceName = Field(
+        default=GPU_RESOURCE_NAME,
+        description="The resource in `resources` whose share the DeviceClasses' devices join"
+        " (default nvidia.com/gpu).",
+    )
+
+    @model_validator(mode="after")
+    def _device_resource_listed(self) -> Self:
+        if self.device_classes and self.device_resource not in self.resources:
+            raise ValueError(
+                f"deviceResource {self.device_resource} must be one of resources"
+                f" ({', '.join(self.resources)}) when deviceClasses are listed"
+            )
+        return self
 
 
 class ZoneBalanceSignal(Model):
@@ -456,8 +496,13 @@ class DeletionCost(Model):
 
 # ---- GPU node labels ---------------------------------------------------------------------
 
-GPUSource = Literal["Inventory", "GPUFeatureDiscovery", "InstanceType"]
-DEFAULT_GPU_SOURCES: tuple[GPUSource, ...] = ("Inventory", "GPUFeatureDiscovery", "InstanceType")
+GPUSource = Literal["Inventory", "GPUFeatureDiscovery", "DRA", "InstanceType"]
+DEFAULT_GPU_SOURCES: tuple[GPUSource, ...] = (
+    "Inventory",
+    "GPUFeatureDiscovery",
+    "DRA",
+    "InstanceType",
+)
 GPUModel = Annotated[
     str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", max_length=63)
 ]
@@ -475,7 +520,8 @@ class InventoryEntry(Model):
 
 class GPULabels(Model):
     """Keep `<labelPrefix>/gpu-model` and `<labelPrefix>/gpu-memory-mib` on GPU nodes (nodes whose
-    status.allocatable has nvidia.com/gpu > 0), from the first source in `sources` that knows
+    status.allocatable has nvidia.com/gpu > 0, or whose ResourceSlices publish gpu.nvidia.com
+    devices), from the first source in `sources` that knows
     the node."""
 
     model_config = ConfigDict(
@@ -503,9 +549,11 @@ class GPULabels(Model):
     sources: list[GPUSource] = Field(
         default_factory=lambda: list(DEFAULT_GPU_SOURCES),
         min_length=1,
-        max_length=3,
+        max_length=4,
         description="Where GPU facts come from, first match wins: Inventory (entries below),"
         " GPUFeatureDiscovery (NVIDIA GFD's nvidia.com/gpu.product and nvidia.com/gpu.memory),"
+        " DRA (the productName attribute and memory capacity of the gpu.nvidia.com devices the"
+        " node's ResourceSlices publish, or their MIG profile),"
         " InstanceType (a built-in table of EC2 instance types). A source whose input would"
         " make the labels lie (memory in no plausible unit, an invalid MIG state, more devices"
         " than the instance type has cards) refuses, and the node's GPULabelRefused Event says"

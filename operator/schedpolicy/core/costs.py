@@ -26,6 +26,7 @@ from schedpolicy.core.api import (
     Signal,
     ZoneBalanceSignal,
 )
+from schedpolicy.core.dra import DeviceShare
 from schedpolicy.core.samples import Rejection, Sample, check
 from schedpolicy.core.wellknown import EKS_CAPACITY_LABEL, KARPENTER_CAPACITY_LABEL, ZONE_LABEL
 
@@ -52,6 +53,8 @@ class CostInputs:
     conditions: Mapping[str, str] = field(default_factory=dict)  # pod condition type -> status
     samples: Mapping[int, Sample | Rejection] = field(default_factory=dict)  # by signal index
     pod_uid: str = ""
+    # The node's DRA devices of each NodeConsolidation signal's deviceClasses, by signal index.
+    device_shares: Mapping[int, DeviceShare] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ class SignalPoints:
     points: int
     detail: str
     fill: NodeFill | None = None  # NodeConsolidation's per-resource shares
+    devices: DeviceShare | None = None  # and the DRA devices that joined them
 
 
 @dataclass(frozen=True)
@@ -192,17 +196,39 @@ def _capacity(params: CapacityTypeSignal, inputs: CostInputs) -> tuple[int, str]
     return points[kind], f"node {inputs.node_name} is {kind} ({source})"
 
 
+def with_devices(
+    resource: str,
+    allocatable: Mapping[str, int],
+    requested: Mapping[str, int],
+    share: DeviceShare | None,
+) -> tuple[Mapping[str, int], Mapping[str, int]]:
+    """The node's amounts with its DRA devices joined to `resource`, one device as one unit:
+    a claim's device is as much of a GPU as a device plugin's."""
+    if share is None or not share.published:
+        return allocatable, requested
+    plus_allocatable = dict(allocatable)
+    plus_requested = dict(requested)
+    plus_allocatable[resource] = allocatable.get(resource, 0) + 1000 * len(share.published)
+    plus_requested[resource] = requested.get(resource, 0) + 1000 * len(share.allocated)
+    return plus_allocatable, plus_requested
+
+
 def consolidation(
-    params: NodeConsolidationSignal, inputs: CostInputs
+    params: NodeConsolidationSignal, inputs: CostInputs, index: int = 0
 ) -> tuple[int, str, NodeFill | None]:
     """NodeConsolidation's points, in words, and the shares they came from."""
     if inputs.node_name is None:
         return 0, "the pod is not on a node yet", None
-    found = node_fill(params.resources, inputs.node_allocatable, inputs.node_requested)
+    share = inputs.device_shares.get(index) if params.device_classes else None
+    allocatable, requested = with_devices(
+        params.device_resource, inputs.node_allocatable, inputs.node_requested, share
+    )
+    found = node_fill(params.resources, allocatable, requested)
+    device_words = f"; {share.describe()}" if share is not None else ""
     node = inputs.node_name
     if found.dominant is None:
         listed = ", ".join(params.resources)
-        return 0, f"node {node} advertises none of {listed}; treated as empty", found
+        return 0, f"node {node} advertises none of {listed}; treated as empty{device_words}", found
     fill = found.fill
     # Integer arithmetic: float `points * fill` can land a hair below a whole number
     # (700 x 0.7 = 489.99...) and floor would then take a point away.
@@ -214,7 +240,8 @@ def consolidation(
         fill_words += f" ({found.dominant} dominates{tied})"
     return (
         points,
-        f"node {node}: {share_words}; {fill_words}; {params.points} x {float(fill):.2f}",
+        f"node {node}: {share_words}{device_words}; {fill_words};"
+        f" {params.points} x {float(fill):.2f}",
         found,
     )
 
@@ -278,7 +305,10 @@ def signal_points(
     if signal.capacity_type is not None:
         return SignalPoints(kind, *_capacity(signal.capacity_type, inputs))
     if kind == "NodeConsolidation":
-        return SignalPoints(kind, *consolidation(signal.consolidation(), inputs))
+        params = signal.consolidation()
+        points, detail, fill = consolidation(params, inputs, index)
+        devices = inputs.device_shares.get(index) if params.device_classes else None
+        return SignalPoints(kind, points, detail, fill, devices)
     if kind == "ZoneBalance":
         return SignalPoints(kind, *_zone_balance(signal.balance(), inputs))
     if signal.pod_condition is not None:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from schedpolicy.core import dra
 from schedpolicy.core.api import DNS_SUBDOMAIN, GPULabels, is_reserved_label_domain
 from schedpolicy.core.matching import selector_matches
 from schedpolicy.core.wellknown import (
@@ -31,6 +32,7 @@ from schedpolicy.core.wellknown import (
     OWNED_LABELS_ANNOTATION,
 )
 
+SOURCE_DRA = dra.SOURCE
 MODEL_KEY = "gpu-model"
 MEMORY_KEY = "gpu-memory-mib"
 # Sources that disagree by less than this on memory agree: NVML counts what the driver leaves
@@ -316,6 +318,110 @@ def from_instance_type(
     return GPUFacts(entry.model, entry.memory_mib, source, f"{INSTANCE_TYPE_LABEL}={itype}")
 
 
+def dra_gpus(devices: dra.Published | None) -> list[dra.Device]:
+    """The node's published devices of GPU drivers."""
+    return [d for d in devices.devices if d.driver in dra.GPU_DRIVERS] if devices else []
+
+
+def dra_full_gpus(devices: dra.Published | None) -> int:
+    return sum(1 for d in dra_gpus(devices) if d.attribute("type") in (None, "gpu"))
+
+
+def _device_memory(device: dra.Device) -> int | str:
+    raw = device.capacity_of("memory")
+    if raw is None:
+        return f"device {device.name} has no memory capacity"
+    amount = dra.capacity_bytes(raw)
+    if amount is None:
+        return f"device {device.name}: capacity memory={raw!r} is not a quantity"
+    mib = amount // MIB
+    if not MIN_DEVICE_MIB <= mib <= MAX_DEVICE_MIB:
+        return (
+            f"device {device.name}: capacity memory={raw} is {mib} MiB, outside what one"
+            f" device plausibly has ({MIN_DEVICE_MIB}..{MAX_DEVICE_MIB} MiB)"
+        )
+    return mib
+
+
+def _device_facts(
+    device: dra.Device, by_uuid: Mapping[str, dra.Device]
+) -> tuple[str, int, str] | Refusal:
+    """One device's model, memory and how they were read; a MIG device takes its model
+    from its parent GPU when it does not carry one."""
+    product = device.attribute("productName")
+    mig = device.attribute("type") == "mig"
+    if product is None and mig:
+        parent = by_uuid.get(str(device.attribute("parentUUID") or ""))
+        product = parent.attribute("productName") if parent is not None else None
+    if not isinstance(product, str) or not product.strip():
+        return Refusal(
+            SOURCE_DRA,
+            "unknown-model",
+            f"ResourceSlice {device.slice}: device {device.name} has no productName",
+        )
+    model = normalize_product(product)
+    if model is None:
+        return Refusal(
+            SOURCE_DRA,
+            "unknown-model",
+            f"ResourceSlice {device.slice}: device {device.name} productName={product!r}"
+            " names no GPU model",
+        )
+    mib = _device_memory(device)
+    profile = device.attribute("profile")
+    if mig and isinstance(profile, str) and (m := re.match(r"^(?:\d+c\.)?\d+g\.(\d+)gb$", profile)):
+        # The profile names the slice's memory; a capacity that says more is the card's.
+        profile_mib = int(m.group(1)) * 1024
+        mib = min(mib, profile_mib) if isinstance(mib, int) else profile_mib
+    if isinstance(mib, str):
+        return Refusal(SOURCE_DRA, "memory-implausible", f"ResourceSlice {device.slice}: {mib}")
+    kind = f"MIG {profile}" if mig else "GPU"
+    return model, mib, f"{kind} {device.name}: productName={product!r}"
+
+
+def from_resource_slices(devices: dra.Published | None) -> GPUFacts | Refusal | str:
+    """Model and memory from the node's DRA GPU devices. Every device must read, and all
+    must agree: the labels describe the one device a pod gets, so a node that publishes
+    two kinds (or MIG slices of two profiles) has no one answer."""
+    gpus = dra_gpus(devices)
+    if not gpus:
+        return f"no ResourceSlice publishes {', '.join(dra.GPU_DRIVERS)} devices for this node"
+    assert devices is not None
+    if devices.problems:
+        return Refusal(SOURCE_DRA, "device-in-two-pools", "; ".join(devices.problems))
+    migs = [d for d in gpus if d.attribute("type") == "mig"]
+    chosen = migs or [d for d in gpus if d.attribute("type") in (None, "gpu")]
+    if not chosen:
+        kinds = sorted({str(d.attribute("type")) for d in gpus})
+        return f"the {', '.join(dra.GPU_DRIVERS)} devices are of types {kinds}, none a GPU"
+    by_uuid = {str(d.attribute("uuid")): d for d in gpus if d.attribute("uuid")}
+    read: list[tuple[str, int, str]] = []
+    for device in chosen:
+        found = _device_facts(device, by_uuid)
+        if isinstance(found, Refusal):
+            return found
+        read.append(found)
+    model, mib, detail = min(read, key=lambda r: r[1])
+    sizes = sorted({(m, b) for m, b, _ in read})
+    if any(m != model for m, _ in sizes) or any(
+        abs(b - mib) > MEMORY_TOLERANCE * max(b, mib) for _, b in sizes
+    ):
+        listed = ", ".join(f"{m}/{b} MiB" for m, b in sizes)
+        return Refusal(
+            SOURCE_DRA,
+            "mixed-devices",
+            f"the node publishes devices of more than one kind ({listed}), and one label"
+            " cannot describe them",
+        )
+    slices = sorted({d.slice for d in chosen})
+    return GPUFacts(
+        model,
+        mib,
+        SOURCE_DRA,
+        f"ResourceSlice {', '.join(slices)}: {len(chosen)} device(s), {detail}, memory {mib} MiB",
+    )
+
+
 def _disagree(a: GPUFacts, b: GPUFacts) -> bool:
     if a.model != b.model:
         return True
@@ -380,14 +486,15 @@ def decide(
     labels: Mapping[str, str],
     allocatable_gpus: int,
     admitted: frozenset[str] | None = None,
+    devices: dra.Published | None = None,
 ) -> LabelDecision:
     error = prefix_refusal(spec, admitted)
     if error is not None:
         return LabelDecision({}, None, (error,), error=error)
-    if allocatable_gpus <= 0:
-        return LabelDecision(
-            {}, None, ("status.allocatable has no nvidia.com/gpu: not a GPU node",)
-        )
+    dra_count = dra_full_gpus(devices)
+    if allocatable_gpus <= 0 and not dra_gpus(devices):
+        why = "status.allocatable has no nvidia.com/gpu and no ResourceSlice publishes GPUs"
+        return LabelDecision({}, None, (f"{why}: not a GPU node",))
     lines: list[str] = []
     sharing = read_sharing(labels)
     if isinstance(sharing, Refusal):
@@ -395,7 +502,10 @@ def decide(
     readers: dict[str, Callable[[], GPUFacts | Refusal | str]] = {
         "Inventory": lambda: from_inventory(spec, labels),
         "GPUFeatureDiscovery": lambda: from_feature_discovery(labels),
-        "InstanceType": lambda: from_instance_type(labels, allocatable_gpus, sharing),
+        "InstanceType": lambda: from_instance_type(
+            labels, max(allocatable_gpus, dra_count), sharing
+        ),
+        "DRA": lambda: from_resource_slices(devices),
     }
     found: list[GPUFacts] = []
     refusals: list[Refusal] = []

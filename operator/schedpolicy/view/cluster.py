@@ -18,6 +18,7 @@ from schedpolicy.core.matching import Policy
 from schedpolicy.core.samples import Rejection, Sample
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
+from schedpolicy.view.devices import DeviceIndex
 from schedpolicy.view.pod_index import PodIndex
 from schedpolicy.view.records import (
     NodeRecord,
@@ -51,6 +52,12 @@ def _label_inputs(node: NodeRecord) -> tuple[Any, ...]:
 
 
 # ---- the view ----------------------------------------------------------------------------
+
+
+def device_change(nodes: set[str], *, labels: bool) -> Affected:
+    """Nodes whose DRA devices changed (slices: their labels too), or who holds them
+    (claims, classes: their fill only)."""
+    return Affected(nodes=set(nodes), label_nodes=set(nodes) if labels else set())
 
 
 @dataclass
@@ -100,6 +107,7 @@ class ClusterView:
         self._eligible_zones: frozenset[str] | None = None
         self._instance_types: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneCounts] = {}
+        self.devices = DeviceIndex()
 
     # -- policies
 

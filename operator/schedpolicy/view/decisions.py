@@ -12,6 +12,7 @@ from typing import Any
 
 from schedpolicy.core import costs, gpu, matching
 from schedpolicy.core.api import MetricSignal
+from schedpolicy.core.dra import DeviceShare
 from schedpolicy.core.samples import Rejection, Sample, from_annotation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
@@ -24,8 +25,17 @@ def build_view(
     pods: Iterable[Mapping[str, Any]] = (),
     namespaces: Iterable[Mapping[str, Any]] = (),
     replicasets: Iterable[Mapping[str, Any]] = (),
+    resource_slices: Iterable[Mapping[str, Any]] = (),
+    resource_claims: Iterable[Mapping[str, Any]] = (),
+    device_classes: Iterable[Mapping[str, Any]] = (),
 ) -> ClusterView:
     view = ClusterView()
+    for body in device_classes:
+        view.devices.upsert_class(body)
+    for body in resource_slices:
+        view.devices.upsert_slice(body)
+    for body in resource_claims:
+        view.devices.upsert_claim(body)
     for body in policies:
         view.upsert_policy(body)
     for body in nodes:
@@ -56,8 +66,13 @@ def cost_inputs(view: ClusterView, pod: PodRecord, policy: matching.Policy) -> c
     node = view.nodes.get(pod.node_name) if pod.node_name else None
     spec = policy.spec.deletion_cost
     samples: dict[int, Sample | Rejection] = {}
+    shares: dict[int, DeviceShare] = {}
     needs_zones = False
     for index, signal in enumerate(spec.signals if spec else ()):
+        if node is not None and signal.type == "NodeConsolidation":
+            classes = signal.consolidation().device_classes
+            if classes:
+                shares[index] = view.devices.share(node.name, classes)
         if signal.metric is not None:
             found = sample_for(view, pod, signal.metric)
             if found is not None:
@@ -75,6 +90,7 @@ def cost_inputs(view: ClusterView, pod: PodRecord, policy: matching.Policy) -> c
         conditions=pod.conditions,
         samples=samples,
         pod_uid=pod.uid,
+        device_shares=shares,
     )
 
 
@@ -175,7 +191,8 @@ def node_labels(
     allow = False
     if match.policy is not None and match.policy.spec.node_labels is not None:
         spec = match.policy.spec.node_labels.gpu
-        decision = gpu.decide(spec, node.labels, node.allocatable_gpus, admitted)
+        devices = view.devices.published(name)
+        decision = gpu.decide(spec, node.labels, node.allocatable_gpus, admitted, devices)
         allow = spec.allow_overwrite
     desired = decision.labels if decision else {}
     change = gpu.plan(desired, node.labels, node.annotations, node.label_managers, allow)

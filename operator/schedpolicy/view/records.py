@@ -106,7 +106,7 @@ SHARED = Shared()
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
 
-def _as(shape: type[W], body: Mapping[str, Any] | W) -> W:
+def as_shape(shape: type[W], body: Mapping[str, Any] | W) -> W:
     """A plain dict goes through the same decoder as a watch line, so both read alike."""
     if isinstance(body, shape):
         return body
@@ -167,7 +167,7 @@ def annotation_managers(
 def _entries(
     managed_fields: Iterable[Mapping[str, Any]] | Iterable[wire.ManagedFieldsEntry] | None,
 ) -> list[wire.ManagedFieldsEntry]:
-    return [_as(wire.ManagedFieldsEntry, e) for e in managed_fields or ()]
+    return [as_shape(wire.ManagedFieldsEntry, e) for e in managed_fields or ()]
 
 
 def _label_managers(entries: Iterable[wire.ManagedFieldsEntry]) -> dict[str, frozenset[str]]:
@@ -261,7 +261,7 @@ def _spec_requests(spec: wire.PodSpec) -> dict[str, Any]:
 
 
 def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> PodRecord:
-    pod = _as(wire.Pod, body)
+    pod = as_shape(wire.Pod, body)
     meta, spec, status = pod.metadata, pod.spec, pod.status
     owner = meta.controller()
     requests = effective_requests(_spec_requests(spec))
@@ -338,7 +338,7 @@ def _milli_amounts(quantities: Mapping[str, Any]) -> dict[str, int]:
 
 
 def node_record(body: Mapping[str, Any] | wire.Node, shared: Shared = SHARED) -> NodeRecord:
-    node = _as(wire.Node, body)
+    node = as_shape(wire.Node, body)
     meta, status = node.metadata, node.status
     ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or ())
     return NodeRecord(
@@ -372,7 +372,7 @@ class ReplicaSetRecord(msgspec.Struct, frozen=True, gc=False):
 def replicaset_record(
     body: Mapping[str, Any] | wire.ReplicaSet, shared: Shared = SHARED
 ) -> ReplicaSetRecord:
-    rs = _as(wire.ReplicaSet, body)
+    rs = as_shape(wire.ReplicaSet, body)
     meta = rs.metadata
     owner = meta.controller()
     return ReplicaSetRecord(

@@ -169,3 +169,85 @@ class SchedulingPolicy(_Wire):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: dict[str, Any] | None = None
+
+
+# ---- Dynamic Resource Allocation (resource.k8s.io/v1) ----------------------------------
+
+
+class DeviceAttribute(_Wire):
+    """One typed value: exactly one field is set."""
+
+    string_: str | None = msgspec.field(default=None, name="string")
+    int_: int | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    version: str | None = None
+
+
+class DeviceCapacity(_Wire):
+    value: Quantity = ""
+
+
+class SliceDevice(_Wire):
+    name: str = ""
+    attributes: dict[str, DeviceAttribute] | None = None
+    capacity: dict[str, DeviceCapacity] | None = None
+
+
+class ResourcePool(_Wire):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+class ResourceSliceSpec(_Wire):
+    driver: str = ""
+    pool: ResourcePool = msgspec.field(default_factory=ResourcePool)
+    node_name: str | None = None
+    devices: list[SliceDevice] | None = None
+
+
+class ResourceSlice(_Wire):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
+
+
+class DeviceRequestResult(_Wire):
+    request: str = ""
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+
+class DeviceAllocation(_Wire):
+    results: list[DeviceRequestResult] | None = None
+
+
+class AllocationResult(_Wire):
+    devices: DeviceAllocation | None = None
+
+
+class ResourceClaimStatus(_Wire):
+    allocation: AllocationResult | None = None
+
+
+class ResourceClaim(_Wire):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
+
+
+class CELDeviceSelector(_Wire):
+    expression: str = ""
+
+
+class DeviceSelector(_Wire):
+    cel: CELDeviceSelector | None = None
+
+
+class DeviceClassSpec(_Wire):
+    selectors: list[DeviceSelector] | None = None
+    extended_resource_name: str | None = None
+
+
+class DeviceClass(_Wire):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
