@@ -65,6 +65,9 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller",
     "pod-garbage-collector-controller",
     "disruption-controller",
+    # Makes a pod's ResourceClaims from its ResourceClaimTemplates (DRA), and deletes them
+    # with the pod.
+    "resourceclaim-controller",
     # Removes the node.kubernetes.io/not-ready taint that every new node starts with,
     # once KWOK reports it Ready (and would taint it again if KWOK stopped renewing
     # its Lease, as for a dead kubelet).

@@ -165,7 +165,7 @@ class LabelSync:
             if not desired:
                 if outcome.decision.error or outcome.decision.refusals:
                     unlabelled["refused"] += 1
-                elif node.allocatable_gpus <= 0:
+                elif node.allocatable_gpus <= 0 and self.view.devices.published(name) is None:
                     unlabelled["no-allocatable-gpus"] += 1
                 else:
                     unlabelled["unknown-gpu"] += 1
@@ -173,6 +173,7 @@ class LabelSync:
                 labeled[outcome.policy] += 1
             conflicts[outcome.policy] += [f"node {name}: {c}" for c in outcome.plan.conflicts]
         metrics.set_unlabelled(unlabelled)
+        metrics.set_unlisted(len(self.view.devices.unlisted()))
         labellers = [p.name for p in self.view.policies() if p.has("nodeLabels")]
         metrics.set_labelled(labellers, labeled)
         return labeled, conflicts

@@ -114,6 +114,17 @@ def set_unlabelled(reasons: Mapping[str, int]) -> None:
         GPU_NODES_UNLABELLED.labels(reason=reason).set(reasons.get(reason, 0))
 
 
+DRA_UNLISTED = Gauge(
+    "schedpolicy_dra_unlisted_allocations",
+    "Devices that allocated ResourceClaims name and no node's ResourceSlices list (a driver"
+    " that withdrew them, or a claim written by hand). They count toward no node's GPU fill.",
+)
+
+
+def set_unlisted(count: int) -> None:
+    DRA_UNLISTED.set(count)
+
+
 GPU_NODES_LABELLED = Gauge(
     "schedpolicy_gpu_nodes_labelled",
     "Nodes carrying exactly the labels their nodeLabels policy decided, by policy.",
