@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from localcluster import LocalCluster
+from localcluster import LocalCluster, binaries, chart
 from localcluster import dra_driver as drv
 from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
 from schedpolicy.app import explain
+from schedpolicy.core.dra import EXTENDED_CLAIM_ANNOTATION as EXTENDED
 from schedpolicy.shell.kube import Kube
-from tests.e2e.kubeobjects import deployment, ready_pods, wait_until
+from tests.e2e.kubeobjects import deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json
 from tests.e2e.test_deletion_cost import scale_down, wait_for_costs
 from tests.e2e.test_gpu_labels import GFD_MEMORY, MEMORY, MODEL, PRODUCT, REFUSALS, node_events
@@ -288,3 +289,111 @@ async def test_dra_gpu_fill_frees_whole_nodes(
     assert held == {g1.name: 8, g4.name: 3}
     for n in (g1, g2, g3, g4):
         cluster.kubectl("delete", "resourceslice", f"{n.name}-{drv.DRIVER}", "--ignore-not-found")
+
+
+@pytest.mark.skipif(
+    binaries.lane() == "1.35",
+    reason="DRAExtendedResource is off in 1.35, and its apiserver drops extendedResourceName",
+)
+async def test_extended_resource_route_packs_and_counts_each_gpu_once(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    pool: Pool,
+    operator: OperatorProcess,
+    kube: Kube,
+    policies: list[str],
+) -> None:
+    """The chart's DeviceClass with extendedResourceName: pods ask for nvidia.com/gpu, get
+    DRA devices, and the chart's profile packs them onto one node, where the default
+    profile (which scores no GPUs) spreads them. GPU fill counts each device once: as the
+    pod's request, not again as the scheduler's claim."""
+    (device_class,) = chart.render(
+        "templates/dra/deviceclass.yaml", values={"dra": {"extendedResource": {"enabled": True}}}
+    )
+    nodes = pool.create(*(dra_node(pool, f"x{i}") for i in range(3)))
+    publish(cluster, device_class, *(drv.gpu_slice(n.name, 8) for n in nodes))
+    apps = client.AppsV1Api(api)
+    placed: dict[str, Counter[str]] = {}
+    try:
+        for scheduler in ("schedpolicy-scheduler", "default-scheduler"):
+            doc = deployment(scheduler, 3, node_selector=pool.selector, cpu="1")
+            spec = doc["spec"]["template"]["spec"]
+            spec["schedulerName"] = scheduler
+            spec["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "2"}
+            for i in range(3):  # one at a time: each sees the last one's devices taken
+                doc["spec"]["replicas"] = i + 1
+                if i == 0:
+                    await apps.create_namespaced_deployment(namespace, doc)
+                else:
+                    await apps.patch_namespaced_deployment_scale(
+                        scheduler, namespace, {"spec": {"replicas": i + 1}}
+                    )
+                pods = await ready_pods(api, namespace, f"app={scheduler}", i + 1)
+            placed[scheduler] = Counter(p.spec.node_name for p in pods)
+            if scheduler == "schedpolicy-scheduler":
+                await check_fill_counts_once(cluster, api, kube, namespace, pods, policies)
+            await apps.delete_namespaced_deployment(scheduler, namespace)
+            await wait_gone(api, namespace, f"app={scheduler}")
+    finally:
+        cluster.kubectl(
+            "delete", "deviceclass", device_class["metadata"]["name"], "--ignore-not-found"
+        )
+        for n in nodes:
+            cluster.kubectl(
+                "delete", "resourceslice", f"{n.name}-{drv.DRIVER}", "--ignore-not-found"
+            )
+    assert sorted(placed["schedpolicy-scheduler"].values()) == [3], placed
+    assert sorted(placed["default-scheduler"].values()) != [3], placed
+
+
+async def wait_gone(api: client.ApiClient, namespace: str, selector: str) -> None:
+    core = client.CoreV1Api(api)
+
+    async def probe() -> bool | None:
+        return (
+            not (await core.list_namespaced_pod(namespace, label_selector=selector)).items or None
+        )
+
+    await eventually(probe, within=60, what=f"pods {selector} gone")
+
+
+async def check_fill_counts_once(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    kube: Kube,
+    namespace: str,
+    pods: list[client.V1Pod],
+    policies: list[str],
+) -> None:
+    claims = get_json(cluster, "resourceclaims", "-n", namespace)["items"]
+    extended = [
+        c for c in claims if (c["metadata"].get("annotations") or {}).get(EXTENDED) == "true"
+    ]
+    assert len(extended) == 3  # the scheduler's claim for each pod's nvidia.com/gpu
+    apply_namespace_policy(
+        cluster,
+        policies,
+        f"dra-extended-{namespace}",
+        namespace,
+        deletionCost={
+            "signals": [
+                {
+                    "type": "NodeConsolidation",
+                    "nodeConsolidation": {
+                        "points": 800,
+                        "resources": ["nvidia.com/gpu"],
+                        "deviceClasses": ["gpu-extended.nvidia.com"],
+                    },
+                }
+            ],
+        },
+    )
+    # 3 pods x 2 GPUs of 8: 6/8 -> 600. Counted twice (requests and claims) it would be 800.
+    await wait_for_costs(
+        api, kube, namespace, lambda p: "600", selector="app=schedpolicy-scheduler"
+    )
+    out = await explain.explain_pod(kube, f"{namespace}/{pods[0].metadata.name}")
+    devices = out["cost"]["signals"][0]["devices"]
+    assert (devices["published"], devices["allocated"]) == (8, [])
+    assert len(devices["extendedResourceClaims"]) == 6
