@@ -16,7 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import churn, convergence, gpu_hours, gpu_scaledown, packing, report, scaledown, webhook
+from bench import (
+    churn,
+    convergence,
+    gpu_hours,
+    gpu_scaledown,
+    packing,
+    packing_dra,
+    report,
+    scaledown,
+    webhook,
+)
 from bench.scale import SCALES, Scale
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
@@ -49,6 +59,15 @@ def headline(key: str, r: dict[str, Any]) -> str:
         return (
             f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
             f" {r['default_profile']['free_nodes']} vs FFD {r['ffd_bound']['free_nodes']}: ratio {r['ratio']}"
+        )
+    if key == "b4-dra-packing":
+        return (
+            "B4-DRA free nodes "
+            + ", ".join(
+                f"{name} {lane['free_nodes']} ({lane['ratio']})"
+                for name, lane in r["lanes"].items()
+            )
+            + f" vs FFD {r['ffd_bound']['free_nodes']}"
         )
     if key == "b4c-churn":
         lanes = r["lanes"]
@@ -84,7 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument(
-        "--only", default="B1,B2,B3,B4,B4C,B5,B5G,B6", help="comma-separated subset"
+        "--only", default="B1,B2,B3,B4,B4DRA,B4C,B5,B5G,B6", help="comma-separated subset"
     )
     args = parser.parse_args()
     scale = SCALES[args.scale]
@@ -129,6 +148,7 @@ def main() -> int:
         runs: list[tuple[str, str, Bench]] = [
             ("B3", "b3-webhook", webhook.run_b3),
             ("B4", "b4-packing", packing.run_b4),
+            ("B4DRA", "b4-dra-packing", packing_dra.run_b4_dra),
             ("B4C", "b4c-churn", churn.run_b4c),
             ("B5", "b5-scaledown", scaledown.run_b5),
             ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),

@@ -64,8 +64,14 @@ def pod(name: str, gpus: int, scheduler: str) -> dict[str, Any]:
     }
 
 
-def settled(cluster: LocalCluster, count: int) -> list[dict[str, Any]] | None:
-    pods = fleet.pods(cluster, NAMESPACE, "app=gpu-stream")
+def settled(
+    cluster: LocalCluster,
+    count: int,
+    namespace: str = NAMESPACE,
+    selector: str = "app=gpu-stream",
+) -> list[dict[str, Any]] | None:
+    """The stream's pods, once each is bound or marked unschedulable."""
+    pods = fleet.pods(cluster, namespace, selector)
     if len(pods) != count:
         return None
     decided = all(

@@ -68,12 +68,16 @@ def test_lint_and_render_defaults_and_everything_on() -> None:
     helm("lint", str(CHART), "--kube-version", chart.kube_version())
     helm("lint", str(CHART), "--kube-version", chart.kube_version(), "-f", str(ALL_ON))
     # Values that would defeat the scheduler profile's purpose are refused at render time.
-    for bad, why in (
-        ("scheduler.name=default-scheduler", "must not be default-scheduler"),
-        ("scheduler.packing.gpu=1", "must weigh more than cpu and memory"),
+    for bad, why, kube in (
+        ("scheduler.name=default-scheduler", "must not be default-scheduler", "1.37.2"),
+        ("scheduler.packing.gpu=1", "must weigh more than cpu and memory", "1.37.2"),
+        ("dra.extendedResource.enabled=true", "needs Kubernetes 1.36 or later", "1.35.4"),
     ):
         refused = subprocess.run(
-            [str(binaries.path("helm")), "template", RELEASE, str(CHART), "--set", bad],
+            [
+                *(str(binaries.path("helm")), "template", RELEASE, str(CHART)),
+                *("--set", bad, "--kube-version", kube),
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -280,9 +284,13 @@ def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str)
         ("patch", "schedulingpolicies.schedpolicy.io", "--subresource=status"),
         ("create", "events", "-n", "default"),
         ("update", "leases.coordination.k8s.io/schedpolicy", "-n", NAMESPACE),
+        ("watch", "resourceslices.resource.k8s.io"),
+        ("watch", "resourceclaims.resource.k8s.io", "-A"),
     ]
     denied = [
         ("delete", "pods", "-A"),
+        ("patch", "resourceclaims.resource.k8s.io", "-A"),  # allocation is the scheduler's
+        ("create", "resourceslices.resource.k8s.io"),
         ("delete", "nodes"),
         ("get", "secrets", "-A"),
         ("get", "secrets", "-n", NAMESPACE),
@@ -350,6 +358,9 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules(tmp_path: Pat
         ("", "nodes"): ["get", "list", "patch", "watch"],
         ("", "namespaces"): read,
         ("apps", "replicasets"): read,
+        ("resource.k8s.io", "resourceslices"): read,
+        ("resource.k8s.io", "resourceclaims"): read,
+        ("resource.k8s.io", "deviceclasses"): read,
         ("schedpolicy.io", "schedulingpolicies"): read,
         ("schedpolicy.io", "schedulingpolicies/status"): ["patch"],
         ("", "events"): ["create", "patch"],

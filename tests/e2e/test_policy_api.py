@@ -17,7 +17,11 @@ from tests.e2e.policies import MalformedCase, malformed
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = sorted(
-    [*(REPO / "examples").glob("*.yaml"), *(REPO / "examples").glob("karpenter/*.yaml")]
+    [
+        *(REPO / "examples").glob("*.yaml"),
+        *(REPO / "examples").glob("karpenter/*.yaml"),
+        *(REPO / "examples").glob("dra/*.yaml"),
+    ]
 )
 
 

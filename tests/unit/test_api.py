@@ -10,7 +10,11 @@ from schedpolicy.core import api
 from tests.e2e.policies import MalformedCase, malformed
 
 EXAMPLES = sorted(
-    [*(REPO / "examples").glob("*.yaml"), *(REPO / "examples").glob("karpenter/*.yaml")]
+    [
+        *(REPO / "examples").glob("*.yaml"),
+        *(REPO / "examples").glob("karpenter/*.yaml"),
+        *(REPO / "examples").glob("dra/*.yaml"),
+    ]
 )
 
 
