@@ -61,14 +61,11 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f" {r['default_profile']['free_nodes']} vs FFD {r['ffd_bound']['free_nodes']}: ratio {r['ratio']}"
         )
     if key == "b4-dra-packing":
-        return (
-            "B4-DRA free nodes "
-            + ", ".join(
-                f"{name} {lane['free_nodes']} ({lane['ratio']})"
-                for name, lane in r["lanes"].items()
-            )
-            + f" vs FFD {r['ffd_bound']['free_nodes']}"
+        shapes = "; ".join(
+            f"{shape}: " + ", ".join(f"{name} {lane['free_nodes']}" for name, lane in lanes.items())
+            for shape, lanes in r["shapes"].items()
         )
+        return f"B4-DRA free nodes {shapes} vs FFD {r['ffd_bound']['free_nodes']}"
     if key == "b4c-churn":
         lanes = r["lanes"]
         return "B4c min 8-GPU ratio " + ", ".join(
