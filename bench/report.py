@@ -322,7 +322,12 @@ def section_b4_dra(r: dict[str, Any]) -> list[str]:
         " a device plugin's GPUs. With 10m of CPU every node scores the same, and the scheduler"
         " breaks the tie the same way for each pod it does not batch (pods with claims, or with"
         " DRA-backed extended resources, are never batched): first fit in node order, which"
-        " packs whatever the profile. Goal: ≥ 0.95 of FFD for our profile.",
+        " packs whatever the profile. With 10 cores a GPU the default profile spreads (0 free"
+        " nodes on both routes). The chart's profile packs claims then only because its"
+        " MostAllocated reads CPU, which here grows with the GPUs: for claims whose pods' CPU"
+        " does not follow their GPUs, upstream has nothing to pack them by, and the"
+        " extendedResourceName route is the one that packs GPUs as such. Goal: ≥ 0.95 of FFD"
+        " for our profile.",
         "",
         f"![B4-DRA]({img})",
     ]
