@@ -330,3 +330,14 @@ def test_claim_record_reads_allocation_results() -> None:
     assert record.results == (
         dra.Allocation("ml/a", "gpu", ("gpu.nvidia.com", "n1", "gpu-3"), True),
     )
+
+
+def test_a_cached_share_follows_claims_slices_and_classes() -> None:
+    view = _view(claim("a", "n1", [0]))
+    assert len(view.devices.share("n1", ["gpu.nvidia.com"]).allocated) == 1
+    view.devices.upsert_claim(claim("b", "n1", [1]))
+    assert len(view.devices.share("n1", ["gpu.nvidia.com"]).allocated) == 2
+    view.devices.upsert_slice(drv.gpu_slice("n1", 4, generation=2))
+    assert len(view.devices.share("n1", ["gpu.nvidia.com"]).published) == 4
+    view.devices.upsert_class(drv.device_class("gpu.nvidia.com", "mig"))
+    assert view.devices.share("n1", ["gpu.nvidia.com"]).published == ()

@@ -89,6 +89,16 @@ class DeviceIndex:
         self._pool_nodes: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._held: dict[dra.DeviceKey, list[dra.Allocation]] = defaultdict(list)
         self._published: dict[str, dra.Published] = {}
+        # Every pod on a node asks for the node's share: kept until its devices or their
+        # holders change, so a pass over a node's pods evaluates the selectors once.
+        self._shares: dict[tuple[str, tuple[str, ...]], dra.DeviceShare] = {}
+
+    def _forget(self, nodes: set[str]) -> set[str]:
+        for node in nodes:
+            self._published.pop(node, None)
+        if nodes and self._shares:
+            self._shares = {k: v for k, v in self._shares.items() if k[0] not in nodes}
+        return nodes
 
     # -- slices
 
@@ -101,8 +111,7 @@ class DeviceIndex:
         self.slices[new.name] = new
         self._by_node[new.node_name].add(new.name)
         self._pool_nodes[(new.driver, new.pool)].add(new.node_name)
-        self._published.pop(new.node_name, None)
-        return touched | {new.node_name}
+        return self._forget(touched | {new.node_name})
 
     def remove_slice(self, name: str) -> set[str]:
         old = self.slices.pop(name, None)
@@ -120,8 +129,7 @@ class DeviceIndex:
             nodes.discard(old.node_name)
             if not nodes:
                 del self._pool_nodes[(old.driver, old.pool)]
-        self._published.pop(old.node_name, None)
-        return {old.node_name}
+        return self._forget({old.node_name})
 
     def published(self, node: str) -> dra.Published | None:
         """The node's devices; None when no slice names it."""
@@ -154,7 +162,7 @@ class DeviceIndex:
         self.claims[new.uid] = new
         for allocation in new.results:
             self._held[allocation.key].append(allocation)
-        return touched | self._nodes_of(new.results)
+        return self._forget(touched | self._nodes_of(new.results))
 
     def remove_claim(self, uid: str) -> set[str]:
         old = self.claims.pop(uid, None)
@@ -166,7 +174,7 @@ class DeviceIndex:
                 held[:] = [a for a in held if a != allocation]
                 if not held:
                     del self._held[allocation.key]
-        return self._nodes_of(old.results)
+        return self._forget(self._nodes_of(old.results))
 
     # -- classes
 
@@ -175,14 +183,25 @@ class DeviceIndex:
         if self.classes.get(new.name) == new:
             return set()
         self.classes[new.name] = new
+        self._shares.clear()
         return self.nodes_with_devices()
 
     def remove_class(self, name: str) -> set[str]:
-        return self.nodes_with_devices() if self.classes.pop(name, None) else set()
+        if self.classes.pop(name, None) is None:
+            return set()
+        self._shares.clear()
+        return self.nodes_with_devices()
 
     # -- what the decisions read
 
     def share(self, node: str, classes: Sequence[str]) -> dra.DeviceShare:
+        key = (node, tuple(classes))
+        found = self._shares.get(key)
+        if found is None:
+            found = self._shares[key] = self._share(node, classes)
+        return found
+
+    def _share(self, node: str, classes: Sequence[str]) -> dra.DeviceShare:
         devices = self.published(node) or _NOTHING
         known = [self.classes[c] for c in classes if c in self.classes]
         missing = [
