@@ -133,7 +133,7 @@ def run_b4_dra(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]
     cluster.kubectl(
         "apply", "-f", "-",
         objects=[
-            *drv.device_classes(extended=False), extended_class, *templates,
+            *drv.device_classes(), extended_class, *templates,
             *(drv.gpu_slice(n.name, packing.GPUS_PER_NODE) for n in nodes),
         ],
     )  # fmt: skip

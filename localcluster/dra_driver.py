@@ -5,9 +5,7 @@ write the objects NVIDIA's k8s-dra-driver-gpu writes: one pool per node, named a
 node, with devices `gpu-<minor>` carrying `type`, `uuid`, `productName`, `brand`,
 `architecture`, `cudaComputeCapability`, `driverVersion` and the PCI bus id, and a
 `memory` capacity. The scheduler allocates from them exactly as from a driver's slices:
-it reads the API, not the driver. The DeviceClasses are the driver's own two, and one
-with `extendedResourceName`, the route by which pods ask for `nvidia.com/gpu` and get DRA
-devices.
+it reads the API, not the driver. The DeviceClasses are the driver's own two.
 """
 
 from __future__ import annotations
@@ -19,12 +17,10 @@ from typing import Any
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
-EXTENDED_CLASS = "gpu-extended.nvidia.com"
 API = "resource.k8s.io/v1"
 
 H100 = ("NVIDIA H100 80GB HBM3", "81559Mi", "Hopper", "9.0")
 A100_40 = ("NVIDIA A100-SXM4-40GB", "40960Mi", "Ampere", "8.0")
-A10G = ("NVIDIA A10G", "23028Mi", "Ampere", "8.6")
 
 
 def _attr(kind: str, value: Any) -> dict[str, Any]:
@@ -110,7 +106,7 @@ def gpu_slice(
     return resource_slice(node, devices, **kwargs)
 
 
-def device_class(name: str, type_: str = "gpu", extended: str | None = None) -> dict[str, Any]:
+def device_class(name: str, type_: str = "gpu") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selectors": [
             {
@@ -121,16 +117,13 @@ def device_class(name: str, type_: str = "gpu", extended: str | None = None) -> 
             }
         ]
     }
-    if extended is not None:
-        spec["extendedResourceName"] = extended
     return {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
 
 
-def device_classes(extended: bool = True) -> list[dict[str, Any]]:
-    out = [device_class(GPU_CLASS), device_class(MIG_CLASS, "mig")]
-    if extended:
-        out.append(device_class(EXTENDED_CLASS, extended="nvidia.com/gpu"))
-    return out
+def device_classes() -> list[dict[str, Any]]:
+    """The driver's own classes. The extendedResourceName one is the chart's
+    (`dra.extendedResource`), rendered from it where a test or bench needs it."""
+    return [device_class(GPU_CLASS), device_class(MIG_CLASS, "mig")]
 
 
 def claim_template(name: str, gpus: int, device_class_name: str = GPU_CLASS) -> dict[str, Any]:

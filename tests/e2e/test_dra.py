@@ -32,7 +32,7 @@ HOSTNAME = "kubernetes.io/hostname"
 def publish(cluster: LocalCluster, *objects: dict[str, Any]) -> None:
     """What the driver's kubelet plugin would write; DeviceClasses are cluster-wide and
     shared by every test, so they are applied, never deleted."""
-    apply_all(cluster, [*drv.device_classes(extended=False), *objects])
+    apply_all(cluster, [*drv.device_classes(), *objects])
 
 
 def apply_all(cluster: LocalCluster, objects: list[dict[str, Any]]) -> None:

@@ -144,10 +144,6 @@ class Claim:
     name: str
     results: tuple[Allocation, ...]
 
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclass(frozen=True)
 class DeviceShare:
