@@ -106,7 +106,7 @@ def _add_preferences(affinity: dict[str, Any], prefs: list[dict[str, Any]]) -> l
     return added
 
 
-def _pref(weight: int, *exprs: dict[str, Any]) -> dict[str, Any]:
+def preferred_term(weight: int, *exprs: dict[str, Any]) -> dict[str, Any]:
     return {"weight": weight, "preference": {"matchExpressions": list(exprs)}}
 
 
@@ -229,12 +229,12 @@ def _preferences(
     if placement.capacity_type is not None:
         weight = placement.capacity_type.weight
         for key, value in CAPACITY_LABELS[placement.capacity_type.prefer]:
-            prefs.append(_pref(weight, {"key": key, "operator": "In", "values": [value]}))
+            prefs.append(preferred_term(weight, {"key": key, "operator": "In", "values": [value]}))
     for pref in placement.instance_types or []:
         matching = [t for t in known if t.startswith(pref.prefix + ".") or t == pref.prefix]
         if matching:
             expr = {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": matching}
-            prefs.append(_pref(pref.weight, expr))
+            prefs.append(preferred_term(pref.weight, expr))
         else:
             draft.why.append(
                 f"instance type {pref.prefix}*: no node of that type exists yet;"
@@ -242,7 +242,7 @@ def _preferences(
             )
     if placement.avoid_gpu_nodes and gpus == 0:
         prefs.append(
-            _pref(
+            preferred_term(
                 100,
                 {"key": model_key, "operator": "DoesNotExist"},
                 {"key": GFD_PRODUCT, "operator": "DoesNotExist"},

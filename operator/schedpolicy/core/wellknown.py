@@ -20,6 +20,10 @@ KARPENTER_COST_ANNOTATION = "karpenter.sh/disruption-cost"
 HINTS_ANNOTATION = "schedpolicy.io/hints"
 OWNED_LABELS_ANNOTATION = "schedpolicy.io/owned-labels"
 IGNORE_LABEL = "schedpolicy.io/ignore"
+# The chart's own pods, by the labels it gives them: never hinted, even with the ignore label
+# stripped (the scheduler would wait on its own profile).
+PRODUCT_NAME = ("app.kubernetes.io/name", "schedpolicy")
+PRODUCT_COMPONENTS = frozenset({"operator", "scheduler", "webhook"})
 
 # Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints).
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -15,7 +15,12 @@ from typing import Any, Protocol
 import msgspec
 
 from schedpolicy.core import hints, matching
-from schedpolicy.core.wellknown import IGNORE_LABEL, controller_ref
+from schedpolicy.core.wellknown import (
+    IGNORE_LABEL,
+    PRODUCT_COMPONENTS,
+    PRODUCT_NAME,
+    controller_ref,
+)
 
 log = logging.getLogger("schedpolicy.admission")
 
@@ -30,12 +35,6 @@ class AdmissionInputs(Protocol):
     def policies(self) -> list[matching.Policy]: ...
 
     def instance_types(self) -> frozenset[str]: ...
-
-
-# The chart's own pods, by the labels it gives them: never hinted, even with the ignore label
-# stripped (the scheduler would wait on its own profile).
-PRODUCT_NAME = ("app.kubernetes.io/name", "schedpolicy")
-PRODUCT_COMPONENTS = frozenset({"operator", "scheduler", "webhook"})
 
 
 def is_own_pod(labels: Mapping[str, str]) -> bool:

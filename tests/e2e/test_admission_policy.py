@@ -1,0 +1,172 @@
+"""Placement hints compiled to MutatingAdmissionPolicy: the same stored pod as the webhook's.
+
+The differential test compiles generated policies with the pure compiler, installs them in
+the real apiserver, and compares, pod by pod, what the apiserver stores on each path
+(tests/e2e/admission_diff.py). A mismatch is shrunk to a minimal pod and policy set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from localcluster import LocalCluster
+from schedpolicy.core import admission_policy
+from tests.e2e import admission_diff as diff
+
+pytestmark = pytest.mark.e2e
+PODS = int(os.environ.get("SCHEDPOLICY_DIFF_PODS", "2000"))
+POLICIES = int(os.environ.get("SCHEDPOLICY_DIFF_POLICIES", "50"))
+HINTS = "schedpolicy.io/hints"
+SEED = int(os.environ.get("SCHEDPOLICY_DIFF_SEED", "36"))
+
+
+def install(cluster: LocalCluster, run: str, compiled: list[admission_policy.Compiled]) -> None:
+    """Replace this run's compiled policies with `compiled`."""
+    cluster.kubectl(
+        "delete",
+        "mutatingadmissionpolicies,mutatingadmissionpolicybindings",
+        "-l",
+        f"schedpolicy.io/diff-run={run}",
+        "--ignore-not-found",
+        "--wait=true",
+    )
+    docs: list[dict[str, Any]] = []
+    for c in compiled:
+        for doc in (c.body, c.binding):
+            labelled = json.loads(json.dumps(doc))
+            labelled["metadata"]["labels"]["schedpolicy.io/diff-run"] = run
+            docs.append(labelled)
+    if docs:
+        cluster.kubectl("apply", "-f", "-", objects=docs)
+
+
+def compile_specs(specs: dict[str, dict[str, Any]], plain: str) -> list[admission_policy.Compiled]:
+    parsed = [diff.parse(n, s) for n, s in specs.items()]
+    outcomes = admission_policy.compile_all(
+        parsed, instance_types=diff.INSTANCE_TYPES, excluded_namespaces=[plain]
+    )
+    refused = {n: o for n, o in outcomes.items() if not isinstance(o, admission_policy.Compiled)}
+    assert not refused, refused
+    return [o for o in outcomes.values() if isinstance(o, admission_policy.Compiled)]
+
+
+@pytest.fixture
+async def lanes(cluster: LocalCluster, api: client.ApiClient) -> AsyncIterator[diff.Lanes]:
+    run = uuid.uuid4().hex[:8]
+    rng = random.Random(SEED)
+    core = client.CoreV1Api(api)
+    plain = f"diff-plain-{run}"
+    served = {f"diff-{run}-{i}": diff.namespace_labels(rng, run) for i in range(6)}
+    for name, labels in [(plain, {"schedpolicy.io/diff-run": run}), *served.items()]:
+        await core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    namespaces = {n: {**ls, "kubernetes.io/metadata.name": n} for n, ls in served.items()}
+    lanes = diff.Lanes(api, plain, namespaces, diff.StaticInputs(namespaces, []))
+    lanes.run = run  # type: ignore[attr-defined]
+    try:
+        yield lanes
+    finally:
+        install(cluster, run, [])
+        for name in [plain, *served]:
+            await core.delete_namespace(name)
+
+
+async def settled(lanes: diff.Lanes, probe: dict[str, Any], namespace: str, hinted: bool) -> None:
+    """The apiserver loads admission policies from its informer: wait until it uses them."""
+    for _ in range(100):
+        out = await lanes.dry_run(namespace, probe)
+        if ("schedpolicy.io/hints" in (out["metadata"].get("annotations") or {})) == hinted:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("the apiserver did not load the compiled policies in 20 s")
+
+
+PROBE_SPEC = {
+    "priority": 1_000_000,
+    "placement": {"schedulerName": "probe-profile"},
+}
+
+
+async def test_compiled_policies_store_the_same_pod_as_the_webhook(
+    cluster: LocalCluster, lanes: diff.Lanes
+) -> None:
+    run: str = lanes.run  # type: ignore[attr-defined]
+    rng = random.Random(SEED + 1)
+    specs = {f"diff-{run}-{i:02d}": diff.policy_spec(rng, run) for i in range(POLICIES)}
+    probe_ns = next(iter(lanes.served))
+    # A probe policy of its own selects only the probe pod, and tells when policies load.
+    probe_spec = {
+        **PROBE_SPEC,
+        "podSelector": {"matchLabels": {"probe": run}},
+        "namespaceSelector": {"matchLabels": {"schedpolicy.io/diff-run": run}},
+    }
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "labels": {"probe": run}},
+        "spec": {
+            "containers": [{"name": "c", "image": "pause"}],
+            "automountServiceAccountToken": False,
+        },
+    }
+    everything = {**specs, f"diff-{run}-probe": probe_spec}
+    compiled = compile_specs(everything, lanes.plain)
+    lanes.inputs.parsed = [diff.parse(n, s) for n, s in everything.items()]
+    install(cluster, run, compiled)
+    await settled(lanes, probe, probe_ns, hinted=True)
+
+    pods = [
+        (diff.generated_pod(rng, f"p{i}"), rng.choice(sorted(lanes.served))) for i in range(PODS)
+    ]
+    results = await asyncio.gather(*(lanes.pair(pod, ns) for pod, ns in pods))
+    failures = [(pod, ns, r) for (pod, ns), r in zip(pods, results, strict=True) if r[0] != r[1]]
+    # The comparison means something only if the generated cases exercise every hint.
+    injected = Counter(
+        kind
+        for _, stored in results
+        for kind in json.loads(
+            (stored["metadata"].get("annotations") or {}).get(HINTS, '{"injected": []}')
+        )["injected"]
+    )
+    print(f"{PODS} pods, {len(specs)} policies, injected {dict(injected)}, {lanes.calls} calls")
+    assert set(injected) == {"schedulerName", "gpuAffinity", "preferredAffinity", "zoneSpread"}
+    assert min(injected.values()) >= PODS // 50, injected
+    unhinted = sum(
+        1 for _, stored in results if HINTS not in (stored["metadata"].get("annotations") or {})
+    )
+    assert PODS // 10 <= unhinted <= PODS // 2, unhinted
+    if not failures:
+        return
+    pod, ns, (webhook_side, policy_side) = failures[0]
+
+    async def still_fails(p: dict[str, Any], s: dict[str, dict[str, Any]]) -> bool:
+        if s is not specs_now[0]:
+            install(
+                cluster, run, compile_specs({**s, f"diff-{run}-probe": probe_spec}, lanes.plain)
+            )
+            lanes.inputs.parsed = [
+                diff.parse(n, v) for n, v in {**s, f"diff-{run}-probe": probe_spec}.items()
+            ]
+            specs_now[0] = s
+            await asyncio.sleep(2)
+            await settled(lanes, probe, probe_ns, hinted=True)
+        return await lanes.mismatch(p, ns) is not None
+
+    specs_now = [specs]
+    small_pod, small_specs = await diff.shrink(pod, specs, still_fails)
+    final = await lanes.mismatch(small_pod, ns)
+    pytest.fail(
+        f"{len(failures)} of {PODS} pods differ. Shrunk to:\npod: {json.dumps(small_pod)}\n"
+        f"namespace labels: {lanes.served[ns]}\npolicies: {json.dumps(small_specs)}\n"
+        f"webhook path: {json.dumps(final[0] if final else webhook_side)}\n"
+        f"policy path:  {json.dumps(final[1] if final else policy_side)}"
+    )

@@ -1,0 +1,158 @@
+"""The MutatingAdmissionPolicy compiler: literals, selectors, precedence and its bounds.
+
+What the compiled CEL does to pods is tested against the real apiserver, beside the
+webhook (tests/e2e/test_admission_policy.py); these tables pin the pure parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schedpolicy.core import admission_policy as ap
+from schedpolicy.core.api import LabelSelector, SchedulingPolicySpec
+from schedpolicy.core.matching import Policy
+
+
+def policy(name: str, priority: int = 0, uid: str = "", **spec: Any) -> Policy:
+    body = {"priority": priority, "placement": {}, **spec}
+    return Policy(name, SchedulingPolicySpec.model_validate(body), uid=uid)
+
+
+@pytest.mark.parametrize(
+    ("value", "cel"),
+    [
+        ("plain", "'plain'"),
+        ("it's", "'it\\'s'"),
+        ("back\\slash", "'back\\\\slash'"),
+        ("two\nlines", "'two\\nlines'"),
+    ],
+)
+def test_strings_are_quoted_and_escaped(value: str, cel: str) -> None:
+    assert ap.cel_string(value) == cel
+
+
+@pytest.mark.parametrize(
+    ("value", "cel"),
+    [
+        (True, "true"),
+        (3, "3"),
+        ([], "[]"),
+        (["a"], "[dyn('a')]"),
+        ({"w": 1, "k": "v"}, "{'w': dyn(1), 'k': dyn('v')}"),
+    ],
+)
+def test_values_wrap_every_element_in_dyn(value: Any, cel: str) -> None:
+    assert ap.cel_value(value) == cel
+
+
+@pytest.mark.parametrize(
+    ("selector", "cel"),
+    [
+        (None, "true"),
+        ({}, "true"),
+        ({"matchLabels": {"app": "web"}}, "L[?'app'] == optional.of('web')"),
+        (
+            {"matchExpressions": [{"key": "t", "operator": "In", "values": ["a", "b"]}]},
+            "('t' in L && L['t'] in ['a', 'b'])",
+        ),
+        (
+            {"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["a"]}]},
+            "(!('t' in L) || !(L['t'] in ['a']))",
+        ),
+        ({"matchExpressions": [{"key": "t", "operator": "Exists"}]}, "'t' in L"),
+        ({"matchExpressions": [{"key": "t", "operator": "DoesNotExist"}]}, "!('t' in L)"),
+    ],
+)
+def test_selectors_compile_with_kubernetes_semantics(
+    selector: dict[str, Any] | None, cel: str
+) -> None:
+    parsed = LabelSelector.model_validate(selector) if selector is not None else None
+    assert ap.selector_cel(parsed, "L") == cel
+
+
+def test_names_stay_dns_subdomains() -> None:
+    assert ap.object_name("web") == "schedpolicy-hints-web"
+    long = ap.object_name("a" * 253)
+    assert len(long) == 253
+    assert long != ap.object_name("a" * 252 + "b")
+
+
+def test_only_earlier_overlapping_policies_are_excluded() -> None:
+    mine = policy("mine", 10, podSelector={"matchLabels": {"app": "web"}})
+    higher = policy("higher", 20, podSelector={"matchLabels": {"app": "web"}})
+    disjoint = policy("disjoint", 30, podSelector={"matchLabels": {"app": "batch"}})
+    lower = policy("lower", 5)
+    tie_first = policy("a-tie", 10)
+    out = ap.compile_policy(
+        mine, [mine, higher, disjoint, lower, tie_first], instance_types=(), excluded_namespaces=()
+    )
+    assert isinstance(out, ap.Compiled)
+    governed = next(
+        v["expression"] for v in out.body["spec"]["variables"] if v["name"] == "governed"
+    )
+    assert governed.count("!((") == 2  # higher and a-tie; not disjoint, not lower
+    assert "leaves alone pods that higher, a-tie also select" in out.explanation
+
+
+def test_selectors_and_exclusions_go_to_match_constraints() -> None:
+    mine = policy(
+        "mine",
+        namespaceSelector={"matchLabels": {"team": "ml"}},
+        podSelector={"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+        uid="u1",
+    )
+    out = ap.compile_policy(mine, [mine], instance_types=(), excluded_namespaces=["ops"])
+    assert isinstance(out, ap.Compiled)
+    match = out.body["spec"]["matchConstraints"]
+    assert match["namespaceSelector"] == {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "ops"],
+            }
+        ],
+    }
+    assert match["objectSelector"]["matchExpressions"] == [
+        {"key": "app", "operator": "Exists"},
+        {"key": "schedpolicy.io/ignore", "operator": "DoesNotExist"},
+    ]
+    assert out.body["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert out.binding["spec"] == {"policyName": "schedpolicy-hints-mine"}
+    assert out.body["spec"]["failurePolicy"] == "Ignore"
+
+
+def test_the_digest_follows_the_inventory() -> None:
+    mine = policy("mine", placement={"instanceTypes": [{"prefix": "p5", "weight": 10}]})
+    a = ap.compile_policy(mine, [mine], instance_types=["c5.xlarge"], excluded_namespaces=())
+    b = ap.compile_policy(mine, [mine], instance_types=["p5.48xlarge"], excluded_namespaces=())
+    c = ap.compile_policy(mine, [mine], instance_types=["p5.48xlarge"], excluded_namespaces=())
+    assert isinstance(a, ap.Compiled)
+    assert isinstance(b, ap.Compiled)
+    assert isinstance(c, ap.Compiled)
+    assert a.digest != b.digest == c.digest
+
+
+def test_past_its_bounds_a_policy_stays_on_the_webhook() -> None:
+    mine = policy("mine", placement={"instanceTypes": [{"prefix": "p5", "weight": 10}]})
+    types = [f"p5.{i}xlarge" for i in range(ap.MAX_INSTANCE_TYPE_VALUES + 1)]
+    out = ap.compile_policy(mine, [mine], instance_types=types, excluded_namespaces=())
+    assert isinstance(out, ap.Inexpressible)
+    assert out.feature == "instanceTypes"
+    assert out.message.endswith("the webhook serves this policy")
+
+    many = [policy(f"p{i:03d}", 100) for i in range(ap.MAX_EARLIER_POLICIES + 1)]
+    out = ap.compile_policy(policy("last"), many, instance_types=(), excluded_namespaces=())
+    assert isinstance(out, ap.Inexpressible)
+    assert out.feature == "priority"
+
+
+def test_only_placement_policies_are_compiled() -> None:
+    labels_only = Policy("labels", SchedulingPolicySpec.model_validate({"nodeLabels": {"gpu": {}}}))
+    outcomes = ap.compile_all(
+        [labels_only, policy("mine")], instance_types=(), excluded_namespaces=()
+    )
+    assert list(outcomes) == ["mine"]
