@@ -356,7 +356,20 @@ async def shrink(
     still_fails: Callable[[dict[str, Any], dict[str, dict[str, Any]]], Any],
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Greedy: drop policies, then simplify the policies and the pod, while it fails.
-    `still_fails(pod, specs)` is awaited and says whether the mismatch remains."""
+    `still_fails(pod, specs)` is awaited and says whether the mismatch remains.
+
+    Each try reinstalls the compiled policies, so policies go by halves first (a mismatch
+    usually needs one or two of them), and one at a time only after that."""
+    while len(specs) > 1:
+        names = sorted(specs)
+        halves = (names[: len(names) // 2], names[len(names) // 2 :])
+        for half in halves:
+            trial = {n: specs[n] for n in half}
+            if await still_fails(pod, trial):
+                specs = trial
+                break
+        else:
+            break
     changed = True
     while changed:
         changed = False
