@@ -110,7 +110,7 @@ def test_names_subresources_and_columns() -> None:
     narrow = [c["name"] for c in columns if not c.get("priority")]
     assert narrow == ["Priority", "Matched", "Costed", "Nodes", "Ready", "Age"]
     wide = [c["name"] for c in columns if c.get("priority") == 1]  # kubectl get -o wide
-    assert wide == ["Conflicting", "Degraded", "Reason"]
+    assert wide == ["Conflicting", "Degraded", "Admission", "Reason"]
 
 
 def test_cel_rules_cover_the_cross_field_rules() -> None:

@@ -21,6 +21,7 @@ from kubernetes_asyncio.config import ConfigException
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
 from schedpolicy.core import gpu
+from schedpolicy.shell.admission_sync import AdmissionSettings
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import LeaseSettings
 from schedpolicy.shell.secure_metrics import MetricsServing
@@ -105,6 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the node label prefixes the admission guard lets this controller write; a"
         " policy with another labelPrefix is reported Degraded and its labels are not"
         " written (default: write, and let the apiserver judge)",
+    )
+    run.add_argument(
+        "--admission-mode",
+        choices=["webhook", "policy"],
+        default="webhook",
+        help="policy: compile each placement policy to a MutatingAdmissionPolicy where the"
+        " apiserver serves admissionregistration.k8s.io/v1, and call the webhook only for the"
+        " rest; webhook: the webhook serves every policy",
+    )
+    run.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the MutatingWebhookConfiguration whose match condition policy mode narrows",
+    )
+    run.add_argument(
+        "--exclude-namespace",
+        action="append",
+        default=[],
+        help="compiled policies never hint pods here (repeatable; as the webhook's flag)",
     )
     run.add_argument(
         "--leader-elect",
@@ -265,6 +285,11 @@ def _run(args: argparse.Namespace) -> int:
         instance=instance,
         liveness_port=args.liveness_port,
         admitted_label_prefixes=args.admitted_label_prefixes,
+        admission=AdmissionSettings(
+            mode=args.admission_mode,
+            excluded_namespaces=_excluded(args.exclude_namespace),
+            webhook_configuration=args.webhook_configuration,
+        ),
     )
     from schedpolicy.app.runtime import run
 

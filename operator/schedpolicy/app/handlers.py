@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from schedpolicy.app.settings import OperatorState
 from schedpolicy.core import api
+from schedpolicy.core.admission_routing import Route
 from schedpolicy.shell import feeds, kube, metrics
+from schedpolicy.shell.admission_sync import AdmissionSync
 from schedpolicy.shell.informer import Informer
 from schedpolicy.shell.instance_guard import InstanceGuard
 from schedpolicy.shell.leadership import Leadership
@@ -68,11 +71,24 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         name = f"informer-{informer.resource.kind}"
         memo.tasks.append(asyncio.create_task(informer.run(), name=name))
     memo.tasks.append(asyncio.create_task(_sync(memo, informers), name="sync-barrier"))
-    scraper = Scraper(memo.view, memo.reconciler)
-    reconciler = memo.reconciler
+    _lead(memo, memo.reconciler)
+
+
+def _lead(memo: OperatorState, reconciler: Reconciler) -> None:
+    """What only the leader runs: the write loop, the scraper and the admission objects."""
+    assert memo.kube is not None
+    scraper = Scraper(memo.view, reconciler)
+
+    def routes_changed(routes: Mapping[str, Route]) -> None:
+        reconciler.admission = routes
+        reconciler.status_changed()
+
+    admission = AdmissionSync(memo.kube, memo.view, memo.config.admission, routes_changed)
+    memo.admission = admission
 
     async def lead() -> None:
-        await asyncio.gather(reconciler.run(), scraper.run())
+        await reconciler.synced.wait()
+        await asyncio.gather(reconciler.run(), scraper.run(), admission.run())
 
     if memo.config.lease is None:
         metrics.set_leader(True)
@@ -137,9 +153,13 @@ async def policy_event(event: kopf.RawEvent, memo: OperatorState, **_: Any) -> N
     if event["type"] == "DELETED":
         memo.view.remove_policy(body["metadata"]["name"])
         memo.running_reconciler().policies_changed()
+        if memo.admission is not None:
+            memo.admission.policies_changed()
         return
     obj, changed = memo.view.upsert_policy(body)
     if changed:
+        if memo.admission is not None:
+            memo.admission.policies_changed()
         if obj.error is not None:
             log.warning("policy %s is invalid: %s", obj.name, obj.error)
         memo.running_reconciler().policies_changed()

@@ -12,6 +12,7 @@ import asyncio
 import socket
 from dataclasses import dataclass, field
 
+from schedpolicy.shell.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
 from schedpolicy.shell.reconciler import Reconciler
@@ -33,6 +34,7 @@ class RunConfig:
     instance: str = field(default_factory=socket.gethostname)
     # The admission guard's node label prefixes (None: not told; the apiserver judges).
     admitted_label_prefixes: frozenset[str] | None = None
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings)
 
 
 @dataclass
@@ -43,6 +45,7 @@ class OperatorState:
     kube: Kube | None = None
     reconciler: Reconciler | None = None
     leadership: Leadership | None = None
+    admission: AdmissionSync | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def running_reconciler(self) -> Reconciler:

@@ -50,6 +50,9 @@ from schedpolicy.core.wellknown import (
 
 GROUP_VERSION = "admissionregistration.k8s.io/v1"
 NAME_PREFIX = "schedpolicy-hints-"
+# Our objects, by label; and the digest of the spec each was compiled to.
+MANAGED_BY = ("app.kubernetes.io/managed-by", "schedpolicy")
+DIGEST_ANNOTATION = "schedpolicy.io/compiled-digest"
 # The compiler's own bounds, far below the apiserver's: past them the CEL grows with
 # the product of the parts, and the webhook's plain Python is the better place for it.
 MAX_EARLIER_POLICIES = 64
@@ -501,12 +504,12 @@ def _assemble(
         "controller": True,
     }
     meta_labels = {
-        "app.kubernetes.io/managed-by": "schedpolicy",
+        MANAGED_BY[0]: MANAGED_BY[1],
         "schedpolicy.io/policy": policy.name,
     }
     spec = _spec(policy, prog, expression, excluded_namespaces)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    annotations = {"schedpolicy.io/compiled-digest": digest}
+    annotations = {DIGEST_ANNOTATION: digest}
     metadata = {
         "name": name,
         "labels": meta_labels,

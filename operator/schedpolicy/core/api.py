@@ -722,11 +722,14 @@ class SchedulingPolicySpec(Model):
         return self
 
 
-ConditionType = Literal["Ready", "Conflicting", "Degraded"]
+ConditionType = Literal["Ready", "Conflicting", "Degraded", "Compiled"]
 
 
 class Condition(Model):
-    type: ConditionType = Field(description="Ready, Conflicting or Degraded.")
+    type: ConditionType = Field(
+        description="Ready, Conflicting, Degraded, or Compiled (placement policies: whether"
+        " a MutatingAdmissionPolicy in the apiserver serves the hints, rather than the webhook)."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: Annotated[str, Field(max_length=1024)] = Field(
         description="CamelCase reason for the last transition."
@@ -761,6 +764,24 @@ class StatusSummary(Model):
     )
 
 
+class AdmissionStatus(Model):
+    """Which admission path injects this policy's placement hints."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    path: Literal["MutatingAdmissionPolicy", "Webhook"] = Field(
+        description="MutatingAdmissionPolicy (in the apiserver, no network hop) or Webhook."
+    )
+    reason: str = Field(max_length=128, description="Why this path (the Compiled reason).")
+    policy_object: str | None = Field(
+        default=None,
+        max_length=253,
+        description="The MutatingAdmissionPolicy serving this policy, on that path.",
+    )
+
+
 class SchedulingPolicyStatus(Model):
     """What the operator observed and did for this policy. Written only by the operator."""
 
@@ -774,7 +795,7 @@ class SchedulingPolicyStatus(Model):
     conditions: list[Condition] | None = Field(
         default=None,
         max_length=8,
-        description="Ready, Conflicting and Degraded.",
+        description="Ready, Conflicting, Degraded, and Compiled for placement policies.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     matched_pods: int | None = Field(
@@ -788,6 +809,9 @@ class SchedulingPolicyStatus(Model):
     )
     summary: StatusSummary | None = Field(
         default=None, description="The counts and the first problem, as text for kubectl get."
+    )
+    admission: AdmissionStatus | None = Field(
+        default=None, description="Placement policies: the admission path of the hints."
     )
     last_reconcile_time: str | None = Field(
         default=None,

@@ -156,6 +156,13 @@ def _printer_columns() -> list[dict[str, Any]]:
             "description": "Something keeps the policy from taking full effect.",
         },
         {
+            "name": "Admission",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".status.admission.path",
+            "description": "Placement: MutatingAdmissionPolicy (in the apiserver) or Webhook.",
+        },
+        {
             "name": "Reason",
             "type": "string",
             "priority": 1,

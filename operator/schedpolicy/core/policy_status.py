@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedpolicy.core.admission_routing import Route
 from schedpolicy.core.api import ConditionType, SpecError
 from schedpolicy.core.matching import Conflict
 from schedpolicy.core.wording import count, verb
@@ -38,6 +39,9 @@ class Observation:
     # Field manager -> pods whose pod-deletion-cost it owns, where this policy would write
     # and does not take over (read from managedFields).
     foreign_writers: Mapping[str, int] = field(default_factory=dict)
+    # Placement policies: the admission path that serves the hints (None: not placement,
+    # or not decided yet).
+    admission: Route | None = None
 
 
 def foreign_message(writers: Mapping[str, int]) -> str:
@@ -88,7 +92,11 @@ def verdicts(obs: Observation) -> list[Verdict]:
         degraded = Verdict("Degraded", "True", obs.degraded_reason, "; ".join(obs.degraded))
     else:
         degraded = Verdict("Degraded", "False", "AsExpected", "")
-    return [ready, conflicting, degraded]
+    out = [ready, conflicting, degraded]
+    if obs.admission is not None and obs.spec_error is None:
+        route = obs.admission
+        out.append(Verdict("Compiled", str(route.compiled), route.reason, route.message))
+    return out
 
 
 def desired_status(obs: Observation, current: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
@@ -117,11 +125,25 @@ def desired_status(obs: Observation, current: Mapping[str, Any] | None, now: str
         if value is not None:
             status[key] = value
     status["summary"] = summary(obs.counts, conditions)
+    if obs.admission is not None and obs.spec_error is None:
+        route = obs.admission
+        status["admission"] = {"path": route.path, "reason": route.reason}
+        if route.object is not None:
+            status["admission"]["policyObject"] = route.object
     status["lastReconcileTime"] = now
     return status
 
 
 _HEALTHY = {"Ready": "True", "Conflicting": "False", "Degraded": "False"}
+# Compiled=False is a choice (webhook mode, an older apiserver) unless one of these says
+# the compiled policy did not make it into the apiserver.
+PROBLEM_REASONS = frozenset({"Rejected"})
+
+
+def is_problem(condition: Mapping[str, Any]) -> bool:
+    if condition.get("type") == "Compiled":
+        return condition.get("reason") in PROBLEM_REASONS
+    return _HEALTHY.get(condition.get("type", "")) != condition.get("status")
 
 
 def summary(counts: Counts, conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -131,7 +153,7 @@ def summary(counts: Counts, conditions: Sequence[Mapping[str, Any]]) -> dict[str
     def text(value: int | None) -> str:
         return "-" if value is None else str(value)
 
-    problem = next((c for c in conditions if _HEALTHY.get(c["type"]) != c["status"]), None)
+    problem = next((c for c in conditions if is_problem(c)), None)
     return {
         "matched": text(counts.matched_pods),
         "costed": text(counts.costed_pods),

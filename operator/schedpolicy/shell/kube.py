@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +28,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
-from schedpolicy.core import api, gpu, timestamps
+from schedpolicy.core import admission_routing, api, gpu, timestamps
+from schedpolicy.core.admission_policy import DIGEST_ANNOTATION, MANAGED_BY, Compiled
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
     FIELD_MANAGER,
@@ -235,6 +236,11 @@ def _version(stored: dict[str, Any]) -> str:
     return str((stored.get("metadata") or {}).get("resourceVersion", ""))
 
 
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+_ADMISSION_POLICIES = f"{_ADMISSION}/mutatingadmissionpolicies"
+_ADMISSION_BINDINGS = f"{_ADMISSION}/mutatingadmissionpolicybindings"
+_WEBHOOK_CONFIGURATIONS = f"{_ADMISSION}/mutatingwebhookconfigurations"
+OWNED_SELECTOR = "=".join(MANAGED_BY)
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
@@ -319,12 +325,13 @@ class Kube:
         body: Any,
         content_type: str = "application/json",
         preconditions: frozenset[int] = frozenset({409}),
+        query: tuple[tuple[str, str], ...] = (),
     ) -> dict[str, Any]:
         with _typed_errors(preconditions):
             result = await self.api.call_api(
                 path,
                 method,
-                query_params=[("fieldManager", FIELD_MANAGER)],
+                query_params=[("fieldManager", FIELD_MANAGER), *query],
                 header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
@@ -468,3 +475,80 @@ class Kube:
             "count": 1,
         }
         await self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)
+
+
+class AdmissionObjects:
+    """Our MutatingAdmissionPolicies, their bindings, and the webhook's match condition
+    (core/admission_routing.py decides what they should be)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    async def stored_admission_policies(self) -> admission_routing.Stored:
+        """Our MutatingAdmissionPolicies and bindings, with the digest each was compiled to.
+        Gone (404) when the apiserver does not serve the API."""
+
+        async def digests(path: str) -> dict[str, str]:
+            listed = await self.kube.items(path, labelSelector=OWNED_SELECTOR)
+            return {
+                str(o["metadata"]["name"]): str(
+                    (o["metadata"].get("annotations") or {}).get(DIGEST_ANNOTATION, "")
+                )
+                for o in listed
+            }
+
+        return admission_routing.Stored(
+            await digests(_ADMISSION_POLICIES), await digests(_ADMISSION_BINDINGS)
+        )
+
+    async def apply_admission_policy(self, compiled: Compiled) -> None:
+        """Server-side apply of the policy, then of its binding: a binding is written only
+        for a policy the apiserver took. Refused carries the apiserver's message."""
+        for path, body in (
+            (_ADMISSION_POLICIES, compiled.body),
+            (_ADMISSION_BINDINGS, compiled.binding),
+        ):
+            await self.kube._send(
+                "PATCH",
+                f"{path}/{compiled.name}",
+                dict(body),
+                "application/apply-patch+yaml",
+                query=(("force", "true"),),
+            )
+
+    async def delete_admission_policy(self, name: str) -> None:
+        """The binding first, so that no binding points at a missing policy."""
+        for path in (_ADMISSION_BINDINGS, _ADMISSION_POLICIES):
+            with suppress(Gone):
+                await self.kube._send("DELETE", f"{path}/{name}", None)
+
+    async def webhook_match_conditions(
+        self, configuration: str, webhook: str
+    ) -> tuple[int, list[dict[str, str]]] | None:
+        """Where our webhook sits in its configuration, and its matchConditions; None when
+        the configuration or the webhook is not there."""
+        try:
+            stored = await self.kube.get(f"{_WEBHOOK_CONFIGURATIONS}/{configuration}")
+        except Gone:
+            return None
+        for index, entry in enumerate(stored.get("webhooks") or []):
+            if entry.get("name") == webhook:
+                return index, list(entry.get("matchConditions") or [])
+        return None
+
+    async def set_webhook_match_conditions(
+        self, configuration: str, webhook: str, index: int, conditions: list[dict[str, str]]
+    ) -> None:
+        """Only the matchConditions of the webhook at `index`, tested to still be that one."""
+        at = f"/webhooks/{index}"
+        patch = [
+            {"op": "test", "path": f"{at}/name", "value": webhook},
+            {"op": "add", "path": f"{at}/matchConditions", "value": conditions},
+        ]
+        await self.kube._send(
+            "PATCH",
+            f"{_WEBHOOK_CONFIGURATIONS}/{configuration}",
+            patch,
+            "application/json-patch+json",
+            _JSON_PATCH_PRECONDITIONS,
+        )

@@ -46,6 +46,25 @@ GPU_LABEL_REFUSALS = Counter(
     ["reason"],
 )
 
+ADMISSION_WRITES = Counter(
+    "schedpolicy_admission_policy_writes_total",
+    "MutatingAdmissionPolicy writes (with their bindings) and webhook match-condition"
+    " updates, by kind (apply, delete, match-condition) and result (ok, refused, error).",
+    ["kind", "result"],
+)
+ADMISSION_ROUTES = Gauge(
+    "schedpolicy_admission_policies",
+    "Placement policies by the admission path that serves them: MutatingAdmissionPolicy"
+    " or Webhook, and why (reason).",
+    ["path", "reason"],
+)
+
+
+def set_admission_routes(counts: Mapping[tuple[str, str], int]) -> None:
+    ADMISSION_ROUTES.clear()
+    for (path, reason), n in counts.items():
+        ADMISSION_ROUTES.labels(path=path, reason=reason).set(n)
+
 
 def with_zeros(counter: Counter, label: str, values: Iterable[str]) -> None:
     """Create the series of every known label value at 0. A series that appears only on

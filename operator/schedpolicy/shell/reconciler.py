@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 from schedpolicy.core import costs, write_gate
+from schedpolicy.core.admission_routing import Route
 from schedpolicy.shell import heap, metrics
 from schedpolicy.shell.clock import Clock
 from schedpolicy.shell.cost_writer import CostWriter
@@ -86,6 +88,8 @@ class Reconciler:
         self._counts_dirty = False
         self._stuck: dict[str, list[reports.Problem]] = {}
         self._other_installs: tuple[str, ...] = ()
+        # Which admission path serves each placement policy (admission_sync.py sets it).
+        self.admission: Mapping[str, Route] = {}
         self._last_status = -1e9
         self._next_pending_check = -1e9
 
@@ -291,5 +295,5 @@ class Reconciler:
         report = reports.status_report(self.view, self.outcomes, found)
         metrics.set_cost_bands(report.cost_bands)
         objects = list(self.view.policy_objects())
-        observed = reports.observations(objects, report, self.view.policies())
+        observed = reports.observations(objects, report, self.view.policies(), self.admission)
         await self.statuses.write_all(objects, observed, self.clock.wall())

@@ -11,14 +11,17 @@ from datetime import datetime
 from typing import Any
 
 from schedpolicy.core import api, timestamps
-from schedpolicy.core.policy_status import Observation, desired_status, needs_write, transitions
+from schedpolicy.core.policy_status import (
+    Observation,
+    desired_status,
+    is_problem,
+    needs_write,
+    transitions,
+)
 from schedpolicy.shell import metrics
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Gone, Kube, KubeError, ObjectRef
 from schedpolicy.view.cluster import PolicyObject
-
-# Conditions in these states are worth a Warning Event; any other transition is Normal.
-_WARNING = {("Ready", "False"), ("Conflicting", "True"), ("Degraded", "True")}
 
 
 class StatusWriter:
@@ -58,10 +61,12 @@ class StatusWriter:
         metrics.STATUS_WRITES.labels(result="ok").inc()
         self._written[obj.name] = desired
         ref = ObjectRef(api.API_VERSION, api.KIND, obj.name, obj.uid)
-        before = {c.get("type"): c.get("status") for c in obj.status.get("conditions", []) or []}
+        before = {c.get("type"): c for c in obj.status.get("conditions", []) or []}
         for cond in transitions(obj.status, desired):
-            warning = (cond["type"], cond["status"]) in _WARNING
-            recovered = (cond["type"], before.get(cond["type"])) in _WARNING
+            # A problem is worth a Warning Event, and its end a Normal one.
+            warning = is_problem(cond)
+            old = before.get(cond["type"])
+            recovered = old is not None and is_problem(old)
             if not (warning or recovered or cond["type"] == "Ready"):
                 continue
             kind = "Warning" if warning else "Normal"

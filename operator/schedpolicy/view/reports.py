@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from schedpolicy.core import gpu, matching, timestamps
+from schedpolicy.core.admission_routing import Route
 from schedpolicy.core.policy_status import Counts, Observation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.core.wording import count, pending_message
@@ -176,7 +177,10 @@ def foreign_writers(
 
 
 def observations(
-    objects: Sequence[PolicyObject], report: StatusReport, policies: list[matching.Policy]
+    objects: Sequence[PolicyObject],
+    report: StatusReport,
+    policies: list[matching.Policy],
+    admission: Mapping[str, Route] | None = None,
 ) -> list[Observation]:
     """What each policy's status should say, before the timestamps are settled."""
     conflicts = matching.conflicts(policies)
@@ -196,6 +200,7 @@ def observations(
                 degraded_reason=problems[0][0] if problems else "AsExpected",
                 counts=report.counts.get(obj.name, Counts()),
                 foreign_writers=dict(report.foreign.get(obj.name, {})),
+                admission=(admission or {}).get(obj.name),
             )
         )
     return out

@@ -1,0 +1,152 @@
+"""Which admission path serves a policy, what the leader writes, and the webhook's
+match condition: tables over core/admission_routing.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schedpolicy.core import admission_policy as ap
+from schedpolicy.core import admission_routing as routing
+from schedpolicy.core.admission_routing import Route, Stored
+from schedpolicy.core.api import SchedulingPolicySpec
+from schedpolicy.core.matching import Policy
+from schedpolicy.core.policy_status import Observation, desired_status, summary
+
+
+def policy(name: str, **spec: Any) -> Policy:
+    body = {"priority": 0, "placement": {}, **spec}
+    return Policy(name, SchedulingPolicySpec.model_validate(body), uid=f"uid-{name}")
+
+
+def compiled(name: str) -> ap.Compiled:
+    outcome = ap.compile_policy(
+        policy(name), [policy(name)], instance_types=(), excluded_namespaces=()
+    )
+    assert isinstance(outcome, ap.Compiled)
+    return outcome
+
+
+A = compiled("a")
+NOPE = ap.Inexpressible("b", "instanceTypes", "too many")
+HELD = Stored({A.name: A.digest}, {A.name: A.digest})
+STALE = Stored({A.name: "old"}, {A.name: A.digest})
+NONE = Stored({}, {})
+
+
+@pytest.mark.parametrize(
+    ("outcome", "mode", "served", "stored", "refused", "path", "reason"),
+    [
+        (A, "webhook", True, HELD, {}, "Webhook", "WebhookMode"),
+        (A, "policy", False, NONE, {}, "Webhook", "NotServed"),
+        (NOPE, "policy", True, NONE, {}, "Webhook", "Inexpressible"),
+        (A, "policy", True, NONE, {"a": "spec.variables[0]: bad"}, "Webhook", "Rejected"),
+        (A, "policy", True, HELD, {}, "MutatingAdmissionPolicy", "Compiled"),
+        # An older digest, or a binding not written yet, does not serve the current spec.
+        (A, "policy", True, STALE, {}, "Webhook", "Pending"),
+        (A, "policy", True, Stored({A.name: A.digest}, {}), {}, "Webhook", "Pending"),
+    ],
+)
+def test_route(
+    outcome: ap.Compiled | ap.Inexpressible,
+    mode: routing.Mode,
+    served: bool,
+    stored: Stored,
+    refused: dict[str, str],
+    path: str,
+    reason: str,
+) -> None:
+    got = routing.route(outcome, mode=mode, served=served, stored=stored, refused=refused)
+    assert (got.path, got.reason) == (path, reason)
+    assert got.compiled == (path == "MutatingAdmissionPolicy")
+    if reason == "Rejected":
+        assert "spec.variables[0]: bad" in got.message
+        assert "webhook serves" in got.message
+    if reason == "Inexpressible":
+        assert got.message.startswith("instanceTypes: too many")
+
+
+@pytest.mark.parametrize(
+    ("mode", "stored", "apply", "delete"),
+    [
+        ("policy", NONE, [A.name], []),
+        ("policy", HELD, [], []),
+        ("policy", STALE, [A.name], []),
+        # Ours without a policy that compiles to them go; so does everything in webhook mode.
+        ("policy", Stored({**HELD.policies, "schedpolicy-hints-x": "d"}, HELD.bindings), [], ["x"]),
+        ("webhook", HELD, [], ["a"]),
+    ],
+)
+def test_plan_sync(mode: routing.Mode, stored: Stored, apply: list[str], delete: list[str]) -> None:
+    plan = routing.plan_sync({"a": A, "b": NOPE}, stored, mode)
+    assert [c.name for c in plan.apply] == apply
+    assert list(plan.delete) == [ap.NAME_PREFIX + d for d in delete]
+
+
+ON_MAP = Route("MutatingAdmissionPolicy", "Compiled", "", "x")
+ON_HOOK = Route("Webhook", "Inexpressible", "")
+
+
+@pytest.mark.parametrize(
+    ("policies", "routes", "expression"),
+    [
+        ([policy("a")], {"a": ON_MAP}, "false"),
+        # A webhook-served policy without a pod selector: every pod goes to the webhook.
+        ([policy("a")], {"a": ON_HOOK}, None),
+        ([policy("a")], {}, None),
+        (
+            [policy("a", podSelector={"matchLabels": {"app": "web"}}), policy("c")],
+            {"a": ON_HOOK, "c": ON_MAP},
+            "(object.metadata.?labels.orValue({})[?'app'] == optional.of('web'))",
+        ),
+        (
+            [Policy("n", SchedulingPolicySpec.model_validate({"nodeLabels": {"gpu": {}}}))],
+            {},
+            "false",
+        ),
+    ],
+)
+def test_webhook_condition(
+    policies: list[Policy], routes: dict[str, Route], expression: str | None
+) -> None:
+    assert routing.webhook_condition(policies, routes) == expression
+
+
+def test_match_conditions_keep_others_and_replace_ours() -> None:
+    theirs = {"name": "theirs", "expression": "true"}
+    ours = {"name": routing.MATCH_CONDITION, "expression": "old"}
+    assert routing.match_conditions([theirs, ours], "false") == [
+        theirs,
+        {"name": routing.MATCH_CONDITION, "expression": "false"},
+    ]
+    assert routing.match_conditions([theirs, ours], None) == [theirs]
+
+
+@pytest.mark.parametrize(
+    ("route", "status", "problem"),
+    [
+        (Route("MutatingAdmissionPolicy", "Compiled", "served", "m"), "True", False),
+        (Route("Webhook", "WebhookMode", "mode"), "False", False),
+        (Route("Webhook", "Rejected", "the apiserver refused it"), "False", True),
+    ],
+)
+def test_status_shows_the_path(route: Route, status: str, problem: bool) -> None:
+    out = desired_status(Observation("a", 3, admission=route), None, "2026-12-04T00:00:00Z")
+    cond = next(c for c in out["conditions"] if c["type"] == "Compiled")
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        status,
+        route.reason,
+        route.message,
+    )
+    assert out["admission"]["path"] == route.path
+    assert out["admission"].get("policyObject") == route.object
+    assert (summary(Observation("a", 3).counts, out["conditions"])["reason"] == "Rejected") == (
+        problem
+    )
+
+
+def test_no_compiled_condition_without_a_route() -> None:
+    out = desired_status(Observation("a", 1), None, "2026-12-04T00:00:00Z")
+    assert [c["type"] for c in out["conditions"]] == ["Ready", "Conflicting", "Degraded"]
+    assert "admission" not in out
