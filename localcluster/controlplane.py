@@ -179,6 +179,16 @@ class LocalCluster:
             return False
         return self._http_ok(f"{self.server}/readyz", self.ssl_context())
 
+    def serves_admission_policies(self) -> bool:
+        """Whether this apiserver serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+        (on by default from Kubernetes 1.36)."""
+        resources = self.kubectl("api-resources", "--api-group=admissionregistration.k8s.io")
+        return any(
+            line.split()[0] == "mutatingadmissionpolicies" and "/v1 " in f"{line} "
+            for line in resources.splitlines()[1:]
+            if line.split()
+        )
+
     def kubectl(
         self,
         *args: str,

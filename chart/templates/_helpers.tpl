@@ -129,3 +129,17 @@ schedpolicy
   verbs: [create]
 {{- end }}
 {{- end -}}
+
+{{- /* policy or webhook: admission.mode, with auto settled by what the apiserver serves.
+       `helm template` without a cluster knows only the API versions it is given
+       (--api-versions), so it renders webhook for auto unless told. */}}
+{{- define "schedpolicy.admissionMode" -}}
+{{- $mode := .Values.admission.mode | default "auto" -}}
+{{- if eq $mode "auto" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}policy{{- else -}}webhook{{- end -}}
+{{- else if or (eq $mode "webhook") (eq $mode "policy") -}}
+{{- $mode -}}
+{{- else -}}
+{{- fail (printf "admission.mode must be auto, webhook or policy, not %q" $mode) -}}
+{{- end -}}
+{{- end -}}

@@ -3,6 +3,10 @@
 The operator serves the webhook on loopback with a certificate made for this
 module; the MutatingWebhookConfiguration is the chart's, rendered by helm, with
 only its clientConfig pointed at that loopback URL.
+
+Every case runs on both admission paths: `webhook`, and `policy`, where the controller
+compiles each policy to a MutatingAdmissionPolicy and narrows the webhook's match
+condition, so that the same assertions hold for hints made inside the apiserver.
 """
 
 from __future__ import annotations
@@ -28,14 +32,27 @@ MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 HINTS = "schedpolicy.io/hints"
 
 
+WEBHOOK_CONFIGURATION = "schedpolicy-e2e"
+
+
+@pytest.fixture(scope="module", params=["webhook", "policy"])
+def mode(request: pytest.FixtureRequest, cluster: LocalCluster) -> str:
+    if request.param == "policy" and not cluster.serves_admission_policies():
+        pytest.skip("this apiserver does not serve admissionregistration.k8s.io/v1 MAPs")
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def processes(
-    cluster: LocalCluster, crd: str, tmp_path_factory: pytest.TempPathFactory
+    cluster: LocalCluster, crd: str, tmp_path_factory: pytest.TempPathFactory, mode: str
 ) -> Iterator[tuple[OperatorProcess, OperatorProcess]]:
     """The controller, and `schedpolicy webhook` on loopback behind the chart's webhook
     configuration: the two processes the chart runs."""
-    webhook = LoopbackWebhook(cluster, tmp_path_factory.mktemp("webhook-pki"), "schedpolicy-e2e")
-    with running(cluster, "--verbose", "--pending-threshold-seconds=5") as proc:
+    webhook = LoopbackWebhook(
+        cluster, tmp_path_factory.mktemp("webhook-pki"), WEBHOOK_CONFIGURATION
+    )
+    admission = [f"--admission-mode={mode}", f"--webhook-configuration={WEBHOOK_CONFIGURATION}"]
+    with running(cluster, "--verbose", "--pending-threshold-seconds=5", *admission) as proc:
         hook = webhook.start(cluster.workdir / "logs" / "schedpolicy-webhook-e2e.log", "--verbose")
         webhook.register()
         try:
@@ -111,6 +128,20 @@ def gpu_nodes(pool: Pool) -> dict[str, Any]:
         "g5": pool.node("g5", instance_type="g5.12xlarge", gpus="4", cpu="48", pods="100"),
         "p4d": pool.node("p4d", instance_type="p4d.24xlarge", gpus="8", cpu="96", pods="100"),
     }
+
+
+async def compiled(cluster: LocalCluster, name: str) -> dict[str, Any]:
+    """Wait until a MutatingAdmissionPolicy serves this policy, and the webhook is no longer
+    called for its pods (the controller narrows it a few seconds after the write)."""
+
+    def done() -> dict[str, Any] | None:
+        status = get_json(cluster, "spol", name).get("status", {})
+        found = {c["type"]: c for c in status.get("conditions", [])}.get("Compiled", {})
+        return status if found.get("status") == "True" else None
+
+    status = await asyncio.to_thread(wait_until, done, within=30, what=f"{name} compiled")
+    await asyncio.sleep(5)  # past the controller's settle time; the webhook is narrowed
+    return status
 
 
 async def labelled(cluster: LocalCluster, names: list[str]) -> None:
@@ -315,22 +346,30 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     operator: OperatorProcess,
     webhook_process: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     pool.create(pool.node("open", cpu="8"))
     apply_namespace_policy(
         cluster, policies, f"open-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     core = client.CoreV1Api(api)
+    if mode == "policy":
+        await compiled(cluster, f"open-{namespace}")
 
-    # With the webhook process gone, creation still succeeds, on the default scheduler.
+    # With the webhook process gone, creation still succeeds: on the default scheduler when
+    # the webhook hints, and hinted all the same when the apiserver does.
     webhook_process.kill()
     try:
         created = await core.create_namespaced_pod(
             namespace, gpu_pod("unhinted", pool, gpus="0", labels={"app": "open"})
         )
-        assert created.spec.scheduler_name == "default-scheduler"
         (pod,) = await bound(api, namespace, "app=open", 1)
-        assert HINTS not in (pod.metadata.annotations or {})
+        if mode == "policy":
+            assert created.spec.scheduler_name == SCHEDULER
+            assert HINTS in (pod.metadata.annotations or {})
+        else:
+            assert created.spec.scheduler_name == "default-scheduler"
+            assert HINTS not in (pod.metadata.annotations or {})
     finally:
         webhook_process.restart()
         webhook_process.wait_for_log("webhook view synced")
@@ -342,9 +381,14 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     assert again.spec.scheduler_name == SCHEDULER
     assert HINTS in (again.metadata.annotations or {})
     assert operator.proc.poll() is None
-    # The restarted process counted and timed that answer on its own /metrics.
-    assert (webhook_process.metric("schedpolicy_webhook_requests_total", result="hinted") or 0) >= 1
-    assert (webhook_process.metric("schedpolicy_webhook_duration_seconds_count") or 0) >= 1
+    # The restarted process counted and timed that answer on its own /metrics; on the
+    # policy path the apiserver never called it.
+    answered = webhook_process.metric("schedpolicy_webhook_requests_total", result="hinted") or 0
+    if mode == "policy":
+        assert answered == 0
+    else:
+        assert answered >= 1
+        assert (webhook_process.metric("schedpolicy_webhook_duration_seconds_count") or 0) >= 1
 
     # With our scheduler stopped, hinted pods wait, and the policy says why.
     cluster.stop_component(SCHEDULER)
@@ -427,3 +471,104 @@ async def test_the_products_own_pods_are_never_hinted(
         assert pod.spec.scheduler_name == "default-scheduler", name
         assert pod.spec.affinity is None, name
         assert HINTS not in (pod.metadata.annotations or {}), name
+
+
+async def test_compiled_objects_follow_the_policy(
+    cluster: LocalCluster,
+    api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    policies: list[str],
+    mode: str,
+) -> None:
+    """Policy mode writes one MutatingAdmissionPolicy and binding per policy, owned by it,
+    removes them with it, narrows the webhook, and reports a refusal with the apiserver's
+    own message."""
+    if mode != "policy":
+        pytest.skip("the compiled objects exist only in policy mode")
+    served, held = f"mapped-{namespace}", f"held-{namespace}"
+    guard = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": f"e2e-hold-{namespace}"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["admissionregistration.k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["mutatingadmissionpolicies"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": f"object.metadata.name != 'schedpolicy-hints-{held}'",
+                    "message": "held back by the e2e test",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": f"e2e-hold-{namespace}"},
+        "spec": {"policyName": f"e2e-hold-{namespace}", "validationActions": ["Deny"]},
+    }
+    cluster.kubectl("apply", "-f", "-", objects=[guard, binding])
+    try:
+        await asyncio.sleep(2)  # the apiserver loads the policy from its own watch
+        apply_namespace_policy(
+            cluster, policies, served, namespace, placement={"avoidGPUNodes": True}
+        )
+        apply_namespace_policy(
+            cluster, policies, held, namespace, placement={"avoidGPUNodes": True}
+        )
+        status = await compiled(cluster, served)
+        name = f"schedpolicy-hints-{served}"
+        assert status["admission"] == {
+            "path": "MutatingAdmissionPolicy",
+            "reason": "Compiled",
+            "policyObject": name,
+        }
+        uid = get_json(cluster, "spol", served)["metadata"]["uid"]
+        for kind in ("mutatingadmissionpolicy", "mutatingadmissionpolicybinding"):
+            stored = get_json(cluster, kind, name)
+            assert [o["uid"] for o in stored["metadata"]["ownerReferences"]] == [uid]
+
+        def refused() -> dict[str, Any] | None:
+            conditions = get_json(cluster, "spol", held).get("status", {}).get("conditions", [])
+            found = {c["type"]: c for c in conditions}.get("Compiled", {})
+            return found if found.get("reason") == "Rejected" else None
+
+        cond = await asyncio.to_thread(wait_until, refused, within=30, what=f"{held} rejected")
+        assert cond["status"] == "False"
+        assert "held back by the e2e test" in cond["message"]
+        assert get_json(cluster, "spol", held)["status"]["admission"]["path"] == "Webhook"
+        # The held policy selects every pod of the namespace, so the webhook is called for
+        # all pods again: our condition is absent.
+        config = get_json(cluster, "mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION)
+        assert [c["name"] for c in config["webhooks"][0].get("matchConditions", [])] == []
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", objects=[binding, guard])
+
+    # Gone with its policy, and the webhook narrowed to nothing once all are compiled.
+    cluster.kubectl("delete", "spol", served)
+
+    def removed() -> bool:
+        listed = cluster.kubectl(
+            "get", "mutatingadmissionpolicies,mutatingadmissionpolicybindings", "-o", "name"
+        )
+        return f"schedpolicy-hints-{served}" not in listed
+
+    await asyncio.to_thread(wait_until, removed, within=30, what=f"{served}'s objects removed")
+    await compiled(cluster, held)  # the hold is gone: the next pass writes it
+
+    def narrowed() -> bool:
+        config = get_json(cluster, "mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION)
+        conditions = config["webhooks"][0].get("matchConditions", [])
+        return [c["expression"] for c in conditions] == ["false"]
+
+    await asyncio.to_thread(wait_until, narrowed, within=30, what="the webhook narrowed")

@@ -150,3 +150,26 @@ def test_no_compiled_condition_without_a_route() -> None:
     out = desired_status(Observation("a", 1), None, "2026-12-04T00:00:00Z")
     assert [c["type"] for c in out["conditions"]] == ["Ready", "Conflicting", "Degraded"]
     assert "admission" not in out
+
+
+def compiled_status(status: str, since: str, reason: str = "Compiled") -> dict[str, Any]:
+    cond = {"type": "Compiled", "status": status, "reason": reason, "lastTransitionTime": since}
+    return {"conditions": [cond], "admission": {"policyObject": "schedpolicy-hints-a"}}
+
+
+@pytest.mark.parametrize(
+    ("status", "path"),
+    [
+        (compiled_status("True", "2026-12-04T00:00:00Z"), "MutatingAdmissionPolicy"),
+        (compiled_status("True", "2026-12-04T02:00:00Z"), "Webhook"),
+        (compiled_status("False", "2026-12-04T00:00:00Z", "Inexpressible"), "Webhook"),
+        # It left the compiled path after the pod was made: the status cannot tell.
+        (compiled_status("False", "2026-12-04T02:00:00Z", "Rejected"), "unknown"),
+        ({}, "Webhook"),
+    ],
+)
+def test_hinted_by(status: dict[str, Any], path: str) -> None:
+    got = routing.hinted_by(status, "2026-12-04T01:00:00Z")
+    assert got["path"] == path
+    if path == "MutatingAdmissionPolicy":
+        assert "schedpolicy-hints-a" in got["why"]

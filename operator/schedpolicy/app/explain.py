@@ -13,7 +13,16 @@ from typing import Any
 
 import aiohttp
 
-from schedpolicy.core import api, costs, matching, ranking, wellknown, write_gate
+from schedpolicy.core import (
+    admission_routing,
+    api,
+    costs,
+    matching,
+    ranking,
+    timestamps,
+    wellknown,
+    write_gate,
+)
 from schedpolicy.core.gpu import label_keys, parse_owned
 from schedpolicy.core.timestamps import render, seconds_since, to_nanos
 from schedpolicy.core.wellknown import (
@@ -165,6 +174,11 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
     out["write"] = _write_state(result.plan, out["stored"], policy, now)
     hints = (meta.get("annotations") or {}).get(HINTS_ANNOTATION)
     out["hints"] = json.loads(hints) if hints else None
+    if out["hints"] is not None:
+        by = {o.name: o for o in view.policy_objects()}.get(out["hints"].get("policy"))
+        status = by.status if by is not None else {}
+        created = str(meta.get("creationTimestamp") or timestamps.render(now))
+        out["hints"]["admission"] = admission_routing.hinted_by(status, created)
     return out
 
 
@@ -449,6 +463,9 @@ def render_pod(out: Mapping[str, Any]) -> str:
         if hints
         else "Hints:     (none recorded)"
     )
+    if hints and hints.get("admission"):
+        path = hints["admission"]
+        lines.append(f"           through {path['path']} ({path['why']})")
     return "\n".join(lines)
 
 

@@ -14,10 +14,11 @@ namespace selector then rules out, never the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from schedpolicy.core import timestamps
 from schedpolicy.core.admission_policy import Compiled, Inexpressible, selector_cel
 from schedpolicy.core.matching import Policy
 
@@ -132,15 +133,23 @@ def routes(
     }
 
 
-def webhook_condition(policies: Iterable[Policy], by_policy: Mapping[str, Route]) -> str | None:
+def webhook_condition(
+    policies: Iterable[Policy],
+    by_policy: Mapping[str, Route],
+    settling: Collection[str] = (),
+) -> str | None:
     """The CEL of our webhook match condition, or None when every pod must be sent (a
-    webhook-served policy selects pods by namespace only, or none is compiled)."""
+    webhook-served policy selects pods by namespace only, or none is compiled).
+
+    `settling`: policies whose MutatingAdmissionPolicy was written a moment ago. The
+    apiserver loads it from its own watch, so the webhook keeps their pods a little longer
+    (both paths are idempotent, so a pod served twice gets the hints once)."""
     parts: list[str] = []
     for policy in sorted(policies, key=lambda p: p.name):
         if policy.spec.placement is None:
             continue
         served = by_policy.get(policy.name)
-        if served is not None and served.compiled:
+        if served is not None and served.compiled and policy.name not in settling:
             continue
         cel = selector_cel(policy.spec.pod_selector, _LABELS)
         if cel == "true":
@@ -157,3 +166,20 @@ def match_conditions(
     if expression is not None:
         kept.append({"name": MATCH_CONDITION, "expression": expression})
     return kept
+
+
+def hinted_by(status: Mapping[str, Any], created: str) -> dict[str, str]:
+    """The admission path that hinted a pod created at `created` (RFC 3339), as far as the
+    hinting policy's status tells: its Compiled condition and when that last turned."""
+    found = {c.get("type"): c for c in status.get("conditions") or []}.get("Compiled")
+    if found is None:
+        return {"path": "Webhook", "why": "the policy has no Compiled condition"}
+    since = str(found.get("lastTransitionTime") or "")
+    if found.get("status") == "True":
+        if since and timestamps.parse(since) <= timestamps.parse(created):
+            name = (status.get("admission") or {}).get("policyObject", "")
+            return {"path": "MutatingAdmissionPolicy", "why": f"{name}, compiled since {since}"}
+        return {"path": "Webhook", "why": f"created before the policy was compiled ({since})"}
+    if since and timestamps.parse(since) > timestamps.parse(created):
+        return {"path": "unknown", "why": f"the policy's path changed after ({since})"}
+    return {"path": "Webhook", "why": f"{found.get('reason')}: {found.get('message')}"}

@@ -42,7 +42,12 @@ class AdmissionSettings:
     # not told, so the webhook is called for every pod, as without policies).
     webhook_configuration: str | None = None
     min_interval: float = 2.0
+    # How long the apiserver may take to load a policy it stored (its own watch).
+    settle: float = 3.0
     resync: float = 60.0
+    # A refused write is tried again this soon: what refused it (an admission policy, a
+    # quota) may be fixed without any change we could watch.
+    retry: float = 10.0
     poll: float = 1.0
 
 
@@ -59,6 +64,8 @@ class AdmissionSync:
         self.routes: dict[str, Route] = {}
         self._wake = asyncio.Event()
         self._inputs: object = None
+        self._refused = False
+        self._applied: dict[str, float] = {}  # policy -> when its compiled objects were written
 
     def policies_changed(self) -> None:
         self._wake.set()
@@ -74,7 +81,12 @@ class AdmissionSync:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll)
             self._wake.clear()
-            due = loop.time() - last >= self.settings.resync
+            since = loop.time() - last
+            due = (
+                since >= self.settings.resync
+                or (self._refused and since >= self.settings.retry)
+                or self._settled_since(last)
+            )
             if not due and self._fingerprint() == self._inputs:
                 continue
             last = loop.time()
@@ -88,6 +100,16 @@ class AdmissionSync:
                 last = -1e9
             await asyncio.sleep(self.settings.min_interval)
 
+    def _settled_since(self, last: float) -> bool:
+        """A write settled after the last pass: the webhook can be narrowed now."""
+        now = asyncio.get_running_loop().time()
+        settle = self.settings.settle
+        done = [p for p, at in self._applied.items() if now - at >= settle]
+        fresh = any(last < self._applied[p] + settle for p in done)
+        for p in done:
+            del self._applied[p]
+        return fresh
+
     async def sync_once(self) -> None:
         self._inputs = self._fingerprint()
         policies = self.view.policies()
@@ -97,17 +119,30 @@ class AdmissionSync:
             excluded_namespaces=self.settings.excluded_namespaces,
         )
         mode = self.settings.mode
+        refused: dict[str, str] = {}
+        served = True
         try:
             stored = await self.kube.stored_admission_policies()
-            served = True
         except Gone:
             stored, served = Stored({}, {}), False
-        plan = routing.plan_sync(outcomes, stored, mode) if served else routing.SyncPlan((), ())
-        refused: dict[str, str] = {}
+        except Forbidden as err:
+            # RBAC without the admission rules (an older chart, or webhook mode on a
+            # cluster that does not serve them): nothing of ours can be there to remove.
+            stored, served = Stored({}, {}), mode == "policy"
+            refused = {name: err.reason for name in outcomes}
+        plan = (
+            routing.plan_sync(outcomes, stored, mode)
+            if served and not refused
+            else routing.SyncPlan((), ())
+        )
         for compiled in plan.apply:
             stored = await self._apply(compiled, stored, refused)
+        self._refused = bool(refused)
         routes = routing.routes(outcomes, mode=mode, served=served, stored=stored, refused=refused)
-        widened = await self._narrow_webhook(routing.webhook_condition(policies, routes))
+        now = asyncio.get_running_loop().time()
+        settling = {p for p, at in self._applied.items() if now - at < self.settings.settle}
+        condition = routing.webhook_condition(policies, routes, settling)
+        widened = await self._narrow_webhook(condition)
         # Until the webhook is called for their pods, the old objects serve them better
         # than nothing.
         for name in plan.delete if widened else ():
@@ -136,6 +171,7 @@ class AdmissionSync:
             bindings = {k: v for k, v in stored.bindings.items() if k != compiled.name}
             return Stored(policies, bindings)
         metrics.ADMISSION_WRITES.labels(kind="apply", result="ok").inc()
+        self._applied[compiled.policy] = asyncio.get_running_loop().time()
         return replace(
             stored,
             policies={**stored.policies, compiled.name: compiled.digest},
