@@ -43,6 +43,14 @@ def kube_version() -> str:
     return binaries.kube_version()
 
 
+# MutatingAdmissionPolicy is served in admissionregistration.k8s.io/v1 from this release.
+ADMISSION_POLICY_MINOR = 36
+
+
+def _minor(version: str) -> int:
+    return int(version.lstrip("v").split(".")[1])
+
+
 def render(
     *show_only: str,
     namespace: str = NAMESPACE,
@@ -59,6 +67,10 @@ def render(
         "--kube-version",
         kube or kube_version(),
     ]
+    # `helm template` knows only its built-in API versions, which lack this one; a cluster of
+    # that release serves it by default, and helm install would see it by discovery.
+    if _minor(kube or kube_version()) >= ADMISSION_POLICY_MINOR:
+        argv += ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"]
     for template in show_only:
         argv += ["--show-only", template]
     if values:

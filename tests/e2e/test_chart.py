@@ -299,6 +299,8 @@ def test_operator_rbac_is_least_privilege(cluster: LocalCluster, installed: str)
         ("patch", "schedulingpolicies.schedpolicy.io"),  # the spec is the admin's
         ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
         ("delete", "schedulingpolicies.schedpolicy.io"),
+        ("patch", "mutatingwebhookconfigurations/someone-elses"),
+        ("create", "validatingadmissionpolicies.admissionregistration.k8s.io"),
     ]
     assert [a for a in allowed if not can_i(cluster, *a)] == []
     assert [d for d in denied if can_i(cluster, *d)] == []
@@ -369,8 +371,27 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules(tmp_path: Pat
         # Authenticated /metrics: the apiserver judges each scraper; nothing is stored.
         ("authentication.k8s.io", "tokenreviews"): ["create"],
         ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
+        # Policy mode (the target release serves MutatingAdmissionPolicy v1): the compiled
+        # objects, which the admission guard holds to our names and to pod CREATE...
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): [
+            "create",
+            "delete",
+            *read,
+            "patch",
+        ],
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): [
+            "create",
+            "delete",
+            *read,
+            "patch",
+        ],
+        # ...and the chart's own webhook configuration, by name.
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ["get", "patch"],
     }
-    assert all("resourceNames" not in rule for rule in role["rules"])
+    named = [rule for rule in role["rules"] if "resourceNames" in rule]
+    assert [(r["resources"], r["resourceNames"]) for r in named] == [
+        (["mutatingwebhookconfigurations"], [SINGLETON])
+    ]
     # Plain-HTTP metrics need no reviews, so the chart grants none.
     plain = tmp_path / "plain-metrics.yaml"
     plain.write_text("metrics: {secure: false}\n")

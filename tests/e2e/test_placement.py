@@ -32,7 +32,8 @@ MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 HINTS = "schedpolicy.io/hints"
 
 
-WEBHOOK_CONFIGURATION = "schedpolicy-e2e"
+# The chart's own name: RBAC and the admission guard let the controller narrow only that one.
+WEBHOOK_CONFIGURATION = "schedpolicy"
 
 
 @pytest.fixture(scope="module", params=["webhook", "policy"])
@@ -144,6 +145,15 @@ async def compiled(cluster: LocalCluster, name: str) -> dict[str, Any]:
     return status
 
 
+async def settled(cluster: LocalCluster, name: str, mode: str) -> None:
+    """Until the path under test serves a policy just applied: the webhook reads it from
+    its watch; a MutatingAdmissionPolicy is written, loaded, and the webhook narrowed."""
+    if mode == "policy":
+        await compiled(cluster, name)
+    else:
+        await asyncio.sleep(1)
+
+
 async def labelled(cluster: LocalCluster, names: list[str]) -> None:
     def done() -> bool:
         return all(MODEL in get_json(cluster, "node", n)["metadata"]["labels"] for n in names)
@@ -159,6 +169,7 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     pool: Pool,
     operator: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     nodes = gpu_nodes(pool)
     pool.create(*nodes.values())
@@ -173,6 +184,7 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
         ),
     )
     await labelled(cluster, [n.name for n in nodes.values()])
+    await settled(cluster, policies[-1], mode)
 
     core = client.CoreV1Api(api)
     for i in range(4):
@@ -197,6 +209,7 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
     pool: Pool,
     operator: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     nodes = gpu_nodes(pool)
     pool.create(*nodes.values())
@@ -211,6 +224,7 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
         ),
     )
     await labelled(cluster, [n.name for n in nodes.values()])
+    await settled(cluster, policies[-1], mode)
     own_terms = [
         {
             "matchExpressions": [
@@ -287,6 +301,7 @@ async def test_cpu_pods_avoid_gpu_nodes(
     pool: Pool,
     operator: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     """Without the hint, our bin-packing profile would prefer the smaller GPU node (a
     500m pod fills more of its 4 CPUs than of the CPU node's 64)."""
@@ -303,7 +318,7 @@ async def test_cpu_pods_avoid_gpu_nodes(
     apply_namespace_policy(
         cluster, policies, f"avoid-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
-    await asyncio.sleep(1)  # the webhook learns the policy from its watch
+    await settled(cluster, policies[-1], mode)
     core = client.CoreV1Api(api)
     for i in range(3):
         await core.create_namespaced_pod(
@@ -321,11 +336,12 @@ async def test_explicit_scheduler_is_left_alone(
     namespace: str,
     operator: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     apply_namespace_policy(
         cluster, policies, f"other-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
-    await asyncio.sleep(1)
+    await settled(cluster, policies[-1], mode)
     core = client.CoreV1Api(api)
     body = {
         "metadata": {"name": "mine", "labels": {"app": "x"}},
@@ -353,8 +369,7 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
         cluster, policies, f"open-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     core = client.CoreV1Api(api)
-    if mode == "policy":
-        await compiled(cluster, f"open-{namespace}")
+    await settled(cluster, policies[-1], mode)
 
     # With the webhook process gone, creation still succeeds: on the default scheduler when
     # the webhook hints, and hinted all the same when the apiserver does.
@@ -431,13 +446,14 @@ async def test_the_products_own_pods_are_never_hinted(
     namespace: str,
     operator: OperatorProcess,
     policies: list[str],
+    mode: str,
 ) -> None:
     """Wherever a release runs, its operator and scheduler pods keep the default scheduler:
     the chart's webhook configuration skips them by their labels, and so does the operator."""
     apply_namespace_policy(
         cluster, policies, f"all-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
-    await asyncio.sleep(1)  # the webhook learns the policy from its watch
+    await settled(cluster, policies[-1], mode)
     rendered = chart.render(
         "templates/operator/deployment.yaml", "templates/scheduler/deployment.yaml"
     )

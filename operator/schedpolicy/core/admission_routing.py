@@ -144,10 +144,14 @@ def webhook_condition(
     `settling`: policies whose MutatingAdmissionPolicy was written a moment ago. The
     apiserver loads it from its own watch, so the webhook keeps their pods a little longer
     (both paths are idempotent, so a pod served twice gets the hints once)."""
+    placing = [p for p in policies if p.spec.placement is not None]
+    if not any(r.compiled for r in by_policy.values()) or not placing:
+        # Nothing is compiled (webhook mode, an older apiserver, or no placement policy
+        # yet): the webhook sees every pod, so that a new policy takes effect as soon as
+        # the webhook has read it.
+        return None
     parts: list[str] = []
-    for policy in sorted(policies, key=lambda p: p.name):
-        if policy.spec.placement is None:
-            continue
+    for policy in sorted(placing, key=lambda p: p.name):
         served = by_policy.get(policy.name)
         if served is not None and served.compiled and policy.name not in settling:
             continue
