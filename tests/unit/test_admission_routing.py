@@ -100,11 +100,14 @@ ON_HOOK = Route("Webhook", "Inexpressible", "")
             {"a": ON_HOOK, "c": ON_MAP},
             "(object.metadata.?labels.orValue({})[?'app'] == optional.of('web'))",
         ),
+        # Nothing compiled, or nothing to place: every pod goes, so a new policy is served
+        # as soon as the webhook reads it.
         (
             [Policy("n", SchedulingPolicySpec.model_validate({"nodeLabels": {"gpu": {}}}))],
             {},
-            "false",
+            None,
         ),
+        ([policy("a"), policy("b")], {"a": ON_HOOK, "b": ON_HOOK}, None),
     ],
 )
 def test_webhook_condition(
