@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -74,7 +75,9 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
 @pytest.fixture
 async def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     core = client.CoreV1Api(api)
-    short = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    # Parametrized tests carry `[param]` in their names, which a namespace name may not.
+    short = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower().replace("_", "-"))
+    short = short[:40].strip("-")
     name = f"t-{short}-{uuid.uuid4().hex[:5]}"
     await core.create_namespace(
         {"metadata": {"name": name, "labels": {"schedpolicy.io/e2e": "true"}}}
