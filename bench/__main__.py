@@ -53,7 +53,8 @@ def headline(key: str, r: dict[str, Any]) -> str:
         return (
             f"B3 own p99 {r['own_p99_ms']} ms, apiserver p99 {r['webhook_p99_ms']} ms, added create"
             f" p99 {r['added_p99_ms']} ms; burst {b.get('share_under_25ms')} under 25 ms,"
-            f" fail-opens {b.get('fail_opens')}, unhinted {b.get('pods_without_hints')}"
+            f" fail-opens {b.get('fail_opens')}, unhinted {b.get('pods_without_hints')};"
+            f" compiled {r.get('compiled_gain')}"
         )
     if key == "b4-packing":
         return (

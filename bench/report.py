@@ -151,6 +151,49 @@ def section_b2(r: dict[str, Any]) -> list[str]:
     return [*lines, f"![B2]({img})"]
 
 
+_LANES = {
+    "none": "no admission",
+    "compiled": "compiled MutatingAdmissionPolicy",
+    "webhook": "our webhook",
+    "python_null": "Python null webhook",
+    "go_null": "Go null webhook",
+}
+
+
+def b3_lanes(r: dict[str, Any]) -> list[str]:
+    """Every admission path under the same load and burst, in one run."""
+    lines = [
+        "Each admission path under the same load and the same burst, in this run. Creates are"
+        " timed by the apiserver (`apiserver_request_duration_seconds`, POST pods).",
+        "",
+        "| lane | create p50 (ms) | create p99 (ms) | added p99 | burst creates < 25 ms"
+        " | burst webhook calls < 25 ms | burst pods without hints |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, lane in r["lanes"].items():
+        b = lane["burst"]
+        ratio = lane.get("added_p99_ratio")
+        added = f"{lane['added_p99_ms']} ms ({ratio:+.1%})" if ratio is not None else "-"
+        calls = f"{b['share_under_25ms']:.1%}" if b["bucket_shares"] else "no calls"
+        lines.append(
+            f"| {_LANES.get(key, key)} | {lane['create_p50_ms']} | {lane['create_p99_ms']}"
+            f" | {added} | {b['create_share_under_25ms']:.1%} | {calls}"
+            f" | {b['pods_without_hints']} |"
+        )
+    gain = r.get("compiled_gain") or {}
+    if gain:
+        lines += [
+            "",
+            f"**Compiled**: added create p99 {gain['added_p99_ratio']:+.1%} over no admission"
+            " (acceptance ≤ +5%); burst creates under 25 ms"
+            f" {gain['burst_create_share_under_25ms']:.1%} against"
+            f" {gain['no_admission_burst_create_share_under_25ms']:.1%} with no admission"
+            " (acceptance: at most 5 points fewer); burst pods without hints"
+            f" {gain['burst_pods_without_hints']} (acceptance 0).",
+        ]
+    return lines
+
+
 def section_b3(r: dict[str, Any]) -> list[str]:
     img = bars(
         "b3-webhook",
@@ -184,7 +227,9 @@ def section_b3(r: dict[str, Any]) -> list[str]:
         f"| webhook (its own histogram) | {r.get('own_p50_ms')} | {r.get('own_p99_ms')} |",
     ]
     null = r.get("null_webhook")
-    if null:
+    if r.get("lanes"):
+        lines += ["", *b3_lanes(r)]
+    elif null:
         lines += [
             f"| bare webhook admission (apiserver's histogram) | {null['webhook_p50_ms']} | {null['webhook_p99_ms']} |",
             f"| create, with the bare webhook | | {null['create_p99_ms_with']} |",
@@ -203,7 +248,9 @@ def section_b3(r: dict[str, Any]) -> list[str]:
             " CPU went meanwhile, with our webhook: [profiles/b3-apiserver.txt](profiles/b3-apiserver.txt).",
         ]
     for who, s in (r.get("webhook_scheduling") or {}).items():
-        name = "our webhook" if who == "hooked" else "the bare webhook"
+        name = {"hooked": "our webhook", "null": "the bare webhook"}.get(who) or _LANES.get(
+            who, who
+        )
         lines.append(
             f"Per call, {name} ran {s['cpu_ms_per_call']} ms on a CPU and waited"
             f" {s['runqueue_wait_ms_per_call']} ms for one (/proc/<pid>/schedstat)."
@@ -225,7 +272,7 @@ def section_b3(r: dict[str, Any]) -> list[str]:
             "",
         ]
         null = burst.get("null_webhook")
-        if null:
+        if null and not r.get("lanes"):
             lines += [
                 "The same burst against a bare webhook (bench/null_webhook.py: the same aiohttp"
                 " server, TLS and msgspec decoding, no view, answers `allowed` with no patch):"

@@ -1,0 +1,3 @@
+module schedpolicy.io/bench/go-null-webhook
+
+go 1.26
