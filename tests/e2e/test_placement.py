@@ -497,8 +497,9 @@ async def test_compiled_objects_follow_the_policy(
     policies: list[str],
     mode: str,
 ) -> None:
-    """Policy mode writes one MutatingAdmissionPolicy and binding per policy, owned by it,
-    narrows the webhook to nothing when all are compiled, and removes them with the policy."""
+    """Policy mode writes one MutatingAdmissionPolicy and binding per policy, owned by the
+    webhook configuration, narrows the webhook to nothing when all are compiled, and
+    removes them with the policy."""
     if mode != "policy":
         pytest.skip("the compiled objects exist only in policy mode")
     served = f"mapped-{namespace}"
@@ -510,7 +511,10 @@ async def test_compiled_objects_follow_the_policy(
         "reason": "Compiled",
         "policyObject": name,
     }
-    uid = get_json(cluster, "spol", served)["metadata"]["uid"]
+    # Owned by the chart's webhook configuration, so that an uninstall takes them along.
+    uid = get_json(cluster, "mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION)["metadata"][
+        "uid"
+    ]
     for kind in ("mutatingadmissionpolicy", "mutatingadmissionpolicybinding"):
         stored = get_json(cluster, kind, name)
         assert [o["uid"] for o in stored["metadata"]["ownerReferences"]] == [uid]

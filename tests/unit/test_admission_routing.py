@@ -176,3 +176,15 @@ def test_hinted_by(status: dict[str, Any], path: str) -> None:
     assert got["path"] == path
     if path == "MutatingAdmissionPolicy":
         assert "schedpolicy-hints-a" in got["why"]
+
+
+def test_owned_by_the_webhook_configuration() -> None:
+    owner = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "X", "name": "s", "uid": "u1"}
+    owned = routing.owned_by(A, owner)
+    for doc in (owned.body, owned.binding):
+        assert doc["metadata"]["ownerReferences"] == [{**owner, "controller": True}]
+        assert doc["metadata"]["annotations"][ap.DIGEST_ANNOTATION] == owned.digest
+    # Another owner is another digest: a recreated configuration gets its objects rewritten.
+    assert owned.digest != A.digest
+    assert routing.owned_by(A, {**owner, "uid": "u2"}).digest != owned.digest
+    assert owned.body["spec"] == A.body["spec"]

@@ -14,12 +14,18 @@ namespace selector then rules out, never the other way round.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from schedpolicy.core import timestamps
-from schedpolicy.core.admission_policy import Compiled, Inexpressible, selector_cel
+from schedpolicy.core.admission_policy import (
+    DIGEST_ANNOTATION,
+    Compiled,
+    Inexpressible,
+    selector_cel,
+)
 from schedpolicy.core.matching import Policy
 
 Mode = Literal["webhook", "policy"]
@@ -54,6 +60,24 @@ class Stored:
             self.policies.get(compiled.name) == compiled.digest
             and self.bindings.get(compiled.name) == compiled.digest
         )
+
+
+def owned_by(compiled: Compiled, owner: Mapping[str, str]) -> Compiled:
+    """The compiled objects owned by `owner` (the chart's webhook configuration) instead of
+    the policy: `helm uninstall` then takes them with it, and no pod is left pointed at a
+    scheduler that is gone. The controller removes them itself when their policy goes."""
+    ref = {**owner, "controller": True}
+    digest = hashlib.sha256(f"{compiled.digest}/{owner.get('uid')}".encode()).hexdigest()[:16]
+
+    def owned(doc: Mapping[str, object]) -> dict[str, object]:
+        meta = dict(doc["metadata"])  # type: ignore[call-overload]
+        meta["ownerReferences"] = [ref]
+        meta["annotations"] = {**meta.get("annotations", {}), DIGEST_ANNOTATION: digest}
+        return {**doc, "metadata": meta}
+
+    return replace(
+        compiled, body=owned(compiled.body), binding=owned(compiled.binding), digest=digest
+    )
 
 
 @dataclass(frozen=True)

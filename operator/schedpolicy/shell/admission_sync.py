@@ -118,6 +118,18 @@ class AdmissionSync:
             instance_types=self.view.instance_types(),
             excluded_namespaces=self.settings.excluded_namespaces,
         )
+        webhook = await self._webhook()
+        if webhook is not None:
+            owner = {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "name": str(self.settings.webhook_configuration),
+                "uid": webhook[2],
+            }
+            outcomes = {
+                n: routing.owned_by(o, owner) if isinstance(o, Compiled) else o
+                for n, o in outcomes.items()
+            }
         mode = self.settings.mode
         refused: dict[str, str] = {}
         served = True
@@ -142,7 +154,7 @@ class AdmissionSync:
         now = asyncio.get_running_loop().time()
         settling = {p for p, at in self._applied.items() if now - at < self.settings.settle}
         condition = routing.webhook_condition(policies, routes, settling)
-        widened = await self._narrow_webhook(condition)
+        widened = await self._narrow_webhook(webhook, condition)
         # Until the webhook is called for their pods, the old objects serve them better
         # than nothing.
         for name in plan.delete if widened else ():
@@ -178,15 +190,22 @@ class AdmissionSync:
             bindings={**stored.bindings, compiled.name: compiled.digest},
         )
 
-    async def _narrow_webhook(self, expression: str | None) -> bool:
-        """Set our match condition; False when the apiserver refused it."""
+    async def _webhook(self) -> tuple[int, list[dict[str, str]], str] | None:
+        """The chart's webhook entry, its match conditions and its configuration's UID; None
+        when not told of one, or it is not installed (webhook.enabled=false)."""
         config = self.settings.webhook_configuration
         if config is None:
+            return None
+        return await self.kube.webhook_match_conditions(config, WEBHOOK_NAME)
+
+    async def _narrow_webhook(
+        self, webhook: tuple[int, list[dict[str, str]], str] | None, expression: str | None
+    ) -> bool:
+        """Set our match condition; False when the apiserver refused it."""
+        config = self.settings.webhook_configuration
+        if webhook is None or config is None:
             return True
-        found = await self.kube.webhook_match_conditions(config, WEBHOOK_NAME)
-        if found is None:
-            return True  # the webhook is not installed (webhook.enabled=false)
-        index, current = found
+        index, current, _ = webhook
         desired = routing.match_conditions(current, expression)
         if desired == current:
             return True

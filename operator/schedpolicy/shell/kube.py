@@ -524,16 +524,17 @@ class AdmissionObjects:
 
     async def webhook_match_conditions(
         self, configuration: str, webhook: str
-    ) -> tuple[int, list[dict[str, str]]] | None:
-        """Where our webhook sits in its configuration, and its matchConditions; None when
-        the configuration or the webhook is not there."""
+    ) -> tuple[int, list[dict[str, str]], str] | None:
+        """Where our webhook sits in its configuration, its matchConditions, and the
+        configuration's UID; None when the configuration or the webhook is not there."""
         try:
             stored = await self.kube.get(f"{_WEBHOOK_CONFIGURATIONS}/{configuration}")
         except Gone:
             return None
         for index, entry in enumerate(stored.get("webhooks") or []):
             if entry.get("name") == webhook:
-                return index, list(entry.get("matchConditions") or [])
+                uid = str(stored["metadata"]["uid"])
+                return index, list(entry.get("matchConditions") or []), uid
         return None
 
     async def set_webhook_match_conditions(
