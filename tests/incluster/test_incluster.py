@@ -34,6 +34,7 @@ COST = "controller.kubernetes.io/pod-deletion-cost"
 LEASE = "schedpolicy"
 LEASE_SECONDS = 15  # the chart's default operator.leaderElection.leaseDuration
 APP_UID = 65532
+SINGLETON = "schedpolicy"  # the chart's cluster-scoped objects, whatever the release
 
 
 def get(cluster: LocalCluster, *args: str) -> Any:
@@ -418,6 +419,59 @@ def test_a_helm_upgrade_rolls_the_webhook_without_a_pod_created_unhinted(
     assert unhinted == []
 
 
+def test_auto_mode_compiles_by_discovery(installed: LocalCluster) -> None:
+    """`admission.mode=auto` on an apiserver that serves MutatingAdmissionPolicy v1: helm
+    sees it by discovery, the controller compiles the policy in-cluster, narrows the
+    chart's webhook, and a new pod is hinted without the webhook being called."""
+    if not installed.serves_admission_policies():
+        pytest.skip("this apiserver does not serve admissionregistration.k8s.io/v1 MAPs")
+    chart.install(installed.kubeconfig, VALUES, "admission.mode=auto", upgrade=True)
+    (deployment,) = [
+        d
+        for d in get(installed, "deployments", "-n", NS)["items"]
+        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"
+    ]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--admission-mode=policy" in args
+
+    def compiled() -> dict[str, Any] | None:
+        status = get(installed, "spol", "incluster-apps").get("status", {})
+        path = (status.get("admission") or {}).get("path")
+        return status if path == "MutatingAdmissionPolicy" else None
+
+    status = wait_until(compiled, within=90, what="incluster-apps compiled in-cluster")
+    name = status["admission"]["policyObject"]
+    (config,) = [
+        c
+        for c in get(installed, "mutatingwebhookconfigurations")["items"]
+        if c["metadata"]["name"] == SINGLETON
+    ]
+    stored = get(installed, "mutatingadmissionpolicy", name)
+    assert [o["uid"] for o in stored["metadata"]["ownerReferences"]] == [config["metadata"]["uid"]]
+
+    def narrowed() -> bool:
+        (hook,) = [
+            c
+            for c in get(installed, "mutatingwebhookconfigurations")["items"]
+            if c["metadata"]["name"] == SINGLETON
+        ][0]["webhooks"]
+        return [c["expression"] for c in hook.get("matchConditions", [])] == ["false"]
+
+    wait_until(narrowed, within=60, what="the chart's webhook narrowed to no pod")
+    time.sleep(5)  # the apiserver reloads the configuration from its own watch
+    before = webhook_mutations(installed.audit_log, APP_NS)
+    replicas = get(installed, "deployment", "gpu", "-n", APP_NS)["spec"]["replicas"]
+    installed.kubectl("apply", "-f", "-", objects=[gpu_deployment(replicas + 1)])
+    pods = bound_pods(installed, APP_NS, replicas + 1)
+    newest = max(pods, key=lambda p: p["metadata"]["creationTimestamp"])
+    hints = json.loads(newest["metadata"]["annotations"][HINTS])
+    assert hints["policy"] == "incluster-apps"
+    assert {"schedulerName", "gpuAffinity"} <= set(hints["injected"])
+    assert newest["spec"]["schedulerName"] == SCHEDULER
+    # Hinted inside the apiserver: no webhook call mutated it.
+    assert webhook_mutations(installed.audit_log, APP_NS) == before
+
+
 # ---- uninstall, and a broken install ---------------------------------------------------------
 
 
@@ -427,6 +481,19 @@ def test_uninstall_removes_the_chart_and_pod_creation_goes_on(installed: LocalCl
         lambda: not get(installed, "pods", "-n", NS)["items"] or None,
         within=90,
         what="every chart pod to go",
+    )
+    # The compiled policies go with the webhook configuration that owns them.
+    wait_until(
+        lambda: (
+            not [
+                m
+                for m in installed.kubectl("get", "mutatingadmissionpolicies", "-o", "name").split()
+                if "schedpolicy-hints-" in m
+            ]
+            or None
+        ),
+        within=60,
+        what="the compiled MutatingAdmissionPolicies to go",
     )
     names = [
         c["metadata"]["name"] for c in get(installed, "mutatingwebhookconfigurations")["items"]
