@@ -441,20 +441,12 @@ def test_auto_mode_compiles_by_discovery(installed: LocalCluster) -> None:
 
     status = wait_until(compiled, within=90, what="incluster-apps compiled in-cluster")
     name = status["admission"]["policyObject"]
-    (config,) = [
-        c
-        for c in get(installed, "mutatingwebhookconfigurations")["items"]
-        if c["metadata"]["name"] == SINGLETON
-    ]
+    config = get(installed, "mutatingwebhookconfiguration", SINGLETON)
     stored = get(installed, "mutatingadmissionpolicy", name)
     assert [o["uid"] for o in stored["metadata"]["ownerReferences"]] == [config["metadata"]["uid"]]
 
     def narrowed() -> bool:
-        (hook,) = [
-            c
-            for c in get(installed, "mutatingwebhookconfigurations")["items"]
-            if c["metadata"]["name"] == SINGLETON
-        ][0]["webhooks"]
+        (hook,) = get(installed, "mutatingwebhookconfiguration", SINGLETON)["webhooks"]
         return [c["expression"] for c in hook.get("matchConditions", [])] == ["false"]
 
     wait_until(narrowed, within=60, what="the chart's webhook narrowed to no pod")
