@@ -215,7 +215,6 @@ class Lanes:
         after = self._histograms(own_port)
         if converging is not None:
             converging.stop()
-        self.clear()
         return {k: {q: quantile(before[k], after[k], q) for q in (0.5, 0.99)} for k in before}
 
     def _histograms(self, own_port: int | None) -> dict[str, dict[float, float]]:
@@ -239,6 +238,7 @@ class Lanes:
             for p in fleet.pods(self.cluster, NAMESPACE, "app=load")
             if "schedpolicy.io/hints" in (p["metadata"].get("annotations") or {})
         )
+        self.clear()
         return {
             "quantiles": quantiles,
             "burst": run_burst(self.cluster, self.scale, HOOK_MATCH, f"burst-{tag}"),
