@@ -226,9 +226,18 @@ class Lanes:
         }
 
     def clear(self) -> None:
+        """Delete the load's pods and wait until they are gone: deletions still under way
+        would weigh on the next lane's creates."""
         self.cluster.kubectl(
             "delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--wait=false"
         )
+        fleet.wait_for(
+            lambda: not fleet.pods(self.cluster, NAMESPACE, "app=load"),
+            "the load's pods gone",
+            within=600,
+            every=2,
+        )
+        time.sleep(3)
 
     def lane(self, name: str, **loaded: Any) -> dict[str, Any]:
         tag = name.replace("_", "-")  # pod and Deployment names
