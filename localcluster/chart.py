@@ -51,6 +51,15 @@ def _minor(version: str) -> int:
     return int(version.lstrip("v").split(".")[1])
 
 
+def capability_flags(kube: str) -> list[str]:
+    """`helm template` knows only its built-in API versions, which lack MutatingAdmissionPolicy
+    v1; a cluster of this release serves it by default, and helm install sees it by
+    discovery. These flags tell helm template so."""
+    if _minor(kube) >= ADMISSION_POLICY_MINOR:
+        return ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"]
+    return []
+
+
 def render(
     *show_only: str,
     namespace: str = NAMESPACE,
@@ -67,10 +76,7 @@ def render(
         "--kube-version",
         kube or kube_version(),
     ]
-    # `helm template` knows only its built-in API versions, which lack this one; a cluster of
-    # that release serves it by default, and helm install would see it by discovery.
-    if _minor(kube or kube_version()) >= ADMISSION_POLICY_MINOR:
-        argv += ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"]
+    argv += capability_flags(kube or kube_version())
     for template in show_only:
         argv += ["--show-only", template]
     if values:

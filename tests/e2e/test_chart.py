@@ -54,6 +54,7 @@ def render(*values: Path, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         namespace,
         "--kube-version",
         chart.kube_version(),
+        *chart.capability_flags(chart.kube_version()),
         *extra,
     )
     return [d for d in yaml.safe_load_all(out) if d]

@@ -37,7 +37,8 @@ COST_PATH = "/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost"
 def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
     """From the audit log of the whole run: the operator's processes wrote pods (one
     annotation), nodes (labels of ours and one annotation), policy status, Events and its
-    Lease, asked for token and access reviews (authenticated /metrics), and nothing else;
+    Lease, asked for token and access reviews (authenticated /metrics), kept the compiled
+    MutatingAdmissionPolicies (named ours) and the webhook's match condition, and nothing else;
     every pod patch was guarded by the pod's UID. Only the processes' requests count:
     test_admission_guard sends forbidden writes with the same token through kubectl, on
     purpose, to see the apiserver refuse them."""
@@ -50,6 +51,13 @@ def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
         ("leases", "", "update"),
         ("tokenreviews", "", "create"),
         ("subjectaccessreviews", "", "create"),
+        # Policy mode: the compiled policies (server-side apply creates them too), and the
+        # webhook's match condition.
+        ("mutatingadmissionpolicies", "", "patch"),
+        ("mutatingadmissionpolicies", "", "delete"),
+        ("mutatingadmissionpolicybindings", "", "patch"),
+        ("mutatingadmissionpolicybindings", "", "delete"),
+        ("mutatingwebhookconfigurations", "", "patch"),
     }
     # The processes send `schedpolicy/...` (their own client) or kopf's agent, never kubectl's.
     attempts = [e for e in writes_by(cluster.audit_log) if not e.agent.startswith("kubectl/")]
@@ -78,6 +86,14 @@ def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
                     assert set(op["value"]) == {"controller.kubernetes.io/pod-deletion-cost"}
                 elif op["path"] != COST_PATH:
                     assert op["op"] == "test", op
+        elif e.resource.startswith("mutatingadmissionpolic"):
+            assert e.name.startswith("schedpolicy-hints-"), e.name
+        elif e.resource == "mutatingwebhookconfigurations":
+            # Only the chart's own, and only its match conditions, tested to be our webhook.
+            assert e.name == "schedpolicy", e.name
+            assert isinstance(e.request, list), e.request
+            assert [op["op"] for op in e.request] == ["test", "add"], e.request
+            assert e.request[1]["path"].endswith("/matchConditions"), e.request
         elif e.resource == "nodes":
             assert isinstance(e.request, dict), e.request
             meta = e.request["metadata"]
