@@ -356,6 +356,7 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules(tmp_path: Pat
         for resource in rule["resources"]
     }
     read = ["get", "list", "watch"]
+    compiled = sorted(["create", "delete", "patch", *read])
     assert rules == {
         ("", "pods"): ["get", "list", "patch", "watch"],
         ("", "nodes"): ["get", "list", "patch", "watch"],
@@ -374,18 +375,8 @@ def test_operator_cluster_role_grants_exactly_the_documented_rules(tmp_path: Pat
         ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
         # Policy mode (the target release serves MutatingAdmissionPolicy v1): the compiled
         # objects, which the admission guard holds to our names and to pod CREATE...
-        ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): [
-            "create",
-            "delete",
-            *read,
-            "patch",
-        ],
-        ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): [
-            "create",
-            "delete",
-            *read,
-            "patch",
-        ],
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): compiled,
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): compiled,
         # ...and the chart's own webhook configuration, by name.
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ["get", "patch"],
     }
