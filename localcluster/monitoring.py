@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from localcluster import binaries
-from localcluster.controlplane import LocalCluster
+from localcluster.controlplane import ClusterError, LocalCluster
 from localcluster.node import LABEL as REAL_NODE
 
 NAMESPACE = "monitoring"
@@ -54,6 +54,21 @@ def prometheus_version() -> str:
     return "v" + out.split()[2]
 
 
+def established(cluster: LocalCluster, crd: str, within: float = 60) -> None:
+    """`kubectl wait --for=condition=Established`, again while the apiserver has not yet
+    given a CRD just created any status: kubectl then fails at once ("accessor error")
+    instead of waiting."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", crd)
+            return
+        except ClusterError as err:
+            if "accessor error" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def install_operator(cluster: LocalCluster) -> None:
     """The bundle as released (CRDs, RBAC, the operator in `default`), with one change: the
     operator's pod goes to the real node, the only node that runs containers."""
@@ -61,7 +76,7 @@ def install_operator(cluster: LocalCluster) -> None:
     # Server-side: the CRDs are too large for client-side apply's last-applied annotation.
     cluster.kubectl("apply", "--server-side", "-f", str(bundle), timeout=180)
     for crd in ("servicemonitors", "prometheusrules", "prometheuses"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}.monitoring.coreos.com")
+        established(cluster, f"crd/{crd}.monitoring.coreos.com")
     patch = {"spec": {"template": {"spec": ON_THE_REAL_NODE}}}
     cluster.kubectl(
         "patch", "deployment", "prometheus-operator", "-n", "default", "-p", json.dumps(patch)
