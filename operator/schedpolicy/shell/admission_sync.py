@@ -85,7 +85,7 @@ class AdmissionSync:
             due = (
                 since >= self.settings.resync
                 or (self._refused and since >= self.settings.retry)
-                or self._settled_since(last)
+                or self._settled()
             )
             if not due and self._fingerprint() == self._inputs:
                 continue
@@ -100,15 +100,14 @@ class AdmissionSync:
                 last = -1e9
             await asyncio.sleep(self.settings.min_interval)
 
-    def _settled_since(self, last: float) -> bool:
-        """A write settled after the last pass: the webhook can be narrowed now."""
+    def _settled(self) -> bool:
+        """A write has settled since it was made: the webhook can be narrowed now. Each is
+        forgotten once it has, so it counts once."""
         now = asyncio.get_running_loop().time()
-        settle = self.settings.settle
-        done = [p for p, at in self._applied.items() if now - at >= settle]
-        fresh = any(last < self._applied[p] + settle for p in done)
+        done = [p for p, at in self._applied.items() if now - at >= self.settings.settle]
         for p in done:
             del self._applied[p]
-        return fresh
+        return bool(done)
 
     async def sync_once(self) -> None:
         self._inputs = self._fingerprint()
