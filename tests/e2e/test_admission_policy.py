@@ -170,3 +170,42 @@ async def test_compiled_policies_store_the_same_pod_as_the_webhook(
         f"webhook path: {json.dumps(final[0] if final else webhook_side)}\n"
         f"policy path:  {json.dumps(final[1] if final else policy_side)}"
     )
+
+
+def evaluations(cluster: LocalCluster, name: str) -> float:
+    """How often the apiserver has evaluated the admission policy `name`, by its metric."""
+    prefix = "apiserver_mutating_admission_policy_check_duration_seconds_count{"
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in cluster.kubectl("get", "--raw", "/metrics").splitlines()
+        if line.startswith(prefix) and f'policy="{name}"' in line
+    )
+
+
+async def test_a_compiled_policy_runs_once_per_create(
+    cluster: LocalCluster, lanes: diff.Lanes
+) -> None:
+    # Its own patch must not make the apiserver run it again (reinvocationPolicy: Never):
+    # a second run adds nothing and doubles the CEL's cost on every create.
+    run: str = lanes.run  # type: ignore[attr-defined]
+    namespace = next(iter(lanes.served))
+    spec = {
+        **PROBE_SPEC,
+        "podSelector": {"matchLabels": {"probe": run}},
+        "namespaceSelector": {"matchLabels": {"schedpolicy.io/diff-run": run}},
+    }
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "labels": {"probe": run}},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]},
+    }
+    [compiled] = compile_specs({f"once-{run}": spec}, lanes.plain)
+    install(cluster, run, [compiled])
+    await settled(lanes, probe, namespace, hinted=True)
+    before = evaluations(cluster, compiled.name)
+    creates = 20
+    for _ in range(creates):
+        out = await lanes.dry_run(namespace, probe)
+        assert out["spec"]["schedulerName"] == "probe-profile"
+    assert evaluations(cluster, compiled.name) - before == creates

@@ -538,8 +538,12 @@ def _spec(
     excluded = sorted({"kube-system", *excluded_namespaces})
     spec = {
         "failurePolicy": "Ignore",
-        # Idempotent, as the webhook is: a second run after another mutation adds nothing.
-        "reinvocationPolicy": "IfNeeded",
+        # Not IfNeeded: the apiserver (1.36, 1.37) counts a policy's own patch as a change
+        # that needs reinvocation, so IfNeeded ran every compiled policy twice per create
+        # and the second run, adding nothing, doubled its CEL cost. Mutating admission
+        # policies run ahead of every webhook, so what Never gives up is a later
+        # webhook's change re-deciding the hints (README, "Admission paths").
+        "reinvocationPolicy": "Never",
         "matchConstraints": {
             "resourceRules": [
                 {
