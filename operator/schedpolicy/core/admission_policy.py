@@ -292,12 +292,16 @@ def _governed(prog: _Program, placement: Placement, earlier: list[Policy]) -> No
 def _gpus_cel() -> str:
     """CEL: the pod requests nvidia.com/gpu (hints.gpu_request > 0). The apiserver has
     already copied limits into empty requests, and extended resources are whole numbers,
-    so any positive request in a container, an init container or the overhead counts."""
+    so any positive request in a container, an init container or the overhead counts.
+    A quantity is parsed only where the key is present: most pods have no GPUs, and
+    parsing was the dearest part of this check."""
     key = cel_string(GPU_RESOURCE)
     return (
         "(object.spec.containers + object.spec.?initContainers.orValue([])).exists(c,"
-        f" quantity(c.?resources.?requests[?{key}].orValue('0')).isGreaterThan(quantity('0')))"
-        f" || quantity(object.spec.?overhead[?{key}].orValue('0')).isGreaterThan(quantity('0'))"
+        f" c.?resources.?requests[?{key}].hasValue()"
+        f" && quantity(c.resources.requests[{key}]).isGreaterThan(quantity('0')))"
+        f" || (object.spec.?overhead[?{key}].hasValue()"
+        f" && quantity(object.spec.overhead[{key}]).isGreaterThan(quantity('0')))"
     )
 
 
