@@ -96,20 +96,14 @@ PROBE_SPEC = {
 }
 
 
-async def test_compiled_policies_store_the_same_pod_as_the_webhook(
-    cluster: LocalCluster, lanes: diff.Lanes
-) -> None:
-    run: str = lanes.run  # type: ignore[attr-defined]
-    rng = random.Random(SEED + 1)
-    specs = {f"diff-{run}-{i:02d}": diff.policy_spec(rng, run) for i in range(POLICIES)}
-    probe_ns = next(iter(lanes.served))
-    # A probe policy of its own selects only the probe pod, and tells when policies load.
-    probe_spec = {
+def probe_for(run: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A policy selecting only this run's probe pod, and that pod."""
+    spec = {
         **PROBE_SPEC,
         "podSelector": {"matchLabels": {"probe": run}},
         "namespaceSelector": {"matchLabels": {"schedpolicy.io/diff-run": run}},
     }
-    probe = {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "probe", "labels": {"probe": run}},
@@ -118,6 +112,18 @@ async def test_compiled_policies_store_the_same_pod_as_the_webhook(
             "automountServiceAccountToken": False,
         },
     }
+    return spec, pod
+
+
+async def test_compiled_policies_store_the_same_pod_as_the_webhook(
+    cluster: LocalCluster, lanes: diff.Lanes
+) -> None:
+    run: str = lanes.run  # type: ignore[attr-defined]
+    rng = random.Random(SEED + 1)
+    specs = {f"diff-{run}-{i:02d}": diff.policy_spec(rng, run) for i in range(POLICIES)}
+    probe_ns = next(iter(lanes.served))
+    # A probe policy of its own selects only the probe pod, and tells when policies load.
+    probe_spec, probe = probe_for(run)
     everything = {**specs, f"diff-{run}-probe": probe_spec}
     compiled = compile_specs(everything, lanes.plain)
     lanes.inputs.parsed = [diff.parse(n, s) for n, s in everything.items()]
@@ -189,17 +195,7 @@ async def test_a_compiled_policy_runs_once_per_create(
     # a second run adds nothing and doubles the CEL's cost on every create.
     run: str = lanes.run  # type: ignore[attr-defined]
     namespace = next(iter(lanes.served))
-    spec = {
-        **PROBE_SPEC,
-        "podSelector": {"matchLabels": {"probe": run}},
-        "namespaceSelector": {"matchLabels": {"schedpolicy.io/diff-run": run}},
-    }
-    probe = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "probe", "labels": {"probe": run}},
-        "spec": {"containers": [{"name": "c", "image": "pause"}]},
-    }
+    spec, probe = probe_for(run)
     [compiled] = compile_specs({f"once-{run}": spec}, lanes.plain)
     install(cluster, run, [compiled])
     await settled(lanes, probe, namespace, hinted=True)
