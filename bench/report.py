@@ -191,7 +191,28 @@ def b3_lanes(r: dict[str, Any]) -> list[str]:
             " (acceptance: at most 5 points fewer); burst pods without hints"
             f" {gain['burst_pods_without_hints']} (acceptance 0).",
         ]
+    alternating = r.get("alternating") or {}
+    if alternating:
+        shares = ", ".join(
+            f"{_ALTERNATING.get(name, name)} {lane['mean_create_share_under_25ms']:.1%}"
+            f" ({', '.join(f'{v:.0%}' for v in lane['create_share_under_25ms'])})"
+            for name, lane in alternating.items()
+        )
+        lines += [
+            "",
+            f"**Bursts in turn** ({len(next(iter(alternating.values()))['create_share_under_25ms'])}"
+            f" rounds, no webhook registered), mean share of creates under 25 ms: {shares}."
+            " The floor policy only sets the scheduler the compiled one sets: it is what any"
+            " mutating admission policy costs here.",
+        ]
     return lines
+
+
+_ALTERNATING = {
+    "none": "no admission",
+    "floor": "floor policy",
+    "compiled": "compiled",
+}
 
 
 def section_b3(r: dict[str, Any]) -> list[str]:
