@@ -24,6 +24,7 @@ from kubernetes_asyncio import client
 
 from schedpolicy.core.api import SchedulingPolicySpec
 from schedpolicy.core.matching import Policy
+from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import admission
 from tests.e2e.kubeobjects import PAUSE_IMAGE
 
@@ -54,6 +55,48 @@ def stored(pod: Mapping[str, Any]) -> dict[str, Any]:
         meta.pop(key, None)
     out.pop("status", None)
     return out
+
+
+TOKEN_VOLUME = "kube-api-access-"
+
+
+def as_created(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """`stored`, without what differs between two creates of one body in two namespaces:
+    the service account token's volume, whose name ends in a random suffix."""
+    out = stored(pod)
+    spec = out["spec"]
+    spec["volumes"] = [
+        v for v in spec.get("volumes") or [] if not v["name"].startswith(TOKEN_VOLUME)
+    ]
+    for container in spec.get("containers", []) + spec.get("initContainers", []):
+        container["volumeMounts"] = [
+            m for m in container.get("volumeMounts") or [] if not m["name"].startswith(TOKEN_VOLUME)
+        ]
+    return out
+
+
+def cluster_inputs(cluster: Any, namespace: str) -> StaticInputs:
+    """What the webhook reads, taken from the cluster now: the SchedulingPolicies as stored
+    (their generations go into the hints record), the namespace's labels, and the instance
+    types of the nodes."""
+    policies = json.loads(cluster.kubectl("get", "spol", "-o", "json"))["items"]
+    parsed = [
+        Policy(
+            p["metadata"]["name"],
+            SchedulingPolicySpec.model_validate(p["spec"]),
+            generation=p["metadata"].get("generation", 1),
+            uid=p["metadata"]["uid"],
+        )
+        for p in policies
+    ]
+    ns = json.loads(cluster.kubectl("get", "namespace", namespace, "-o", "json"))
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
+    types = frozenset(
+        n["metadata"]["labels"][INSTANCE_TYPE_LABEL]
+        for n in nodes
+        if INSTANCE_TYPE_LABEL in n["metadata"].get("labels", {})
+    )
+    return StaticInputs({namespace: ns["metadata"].get("labels", {})}, parsed, types)
 
 
 @dataclass

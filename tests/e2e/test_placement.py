@@ -6,15 +6,19 @@ only its clientConfig pointed at that loopback URL.
 
 Every case runs on both admission paths: `webhook`, and `policy`, where the controller
 compiles each policy to a MutatingAdmissionPolicy and narrows the webhook's match
-condition, so that the same assertions hold for hints made inside the apiserver.
+condition, so that the same assertions hold for hints made inside the apiserver. On the
+policy path each case also checks, pod by pod, that the apiserver stored exactly what the
+webhook's `admission.review` makes of the same body (`same_as_webhook`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +28,7 @@ from localcluster import LocalCluster, chart
 from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
 from schedpolicy.core import admission_policy
+from tests.e2e import admission_diff as diff
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 
@@ -72,6 +77,56 @@ def operator(processes: tuple[OperatorProcess, OperatorProcess]) -> OperatorProc
 @pytest.fixture(scope="module")
 def webhook_process(processes: tuple[OperatorProcess, OperatorProcess]) -> OperatorProcess:
     return processes[1]
+
+
+CreatePod = Callable[[str, dict[str, Any]], Awaitable[client.V1Pod]]
+
+
+class _Body:
+    """What ApiClient.deserialize reads a response from."""
+
+    def __init__(self, data: str) -> None:
+        self.data = data
+
+
+@pytest.fixture
+async def create_pod(
+    cluster: LocalCluster, api: client.ApiClient, mode: str
+) -> AsyncIterator[CreatePod]:
+    """`create(namespace, body)` creates the pod and returns it as the apiserver stored it.
+    On the policy path it also checks that the stored pod equals the webhook path's answer
+    for the same body (tests/e2e/admission_diff.py), byte for byte but for the token
+    volume's random name. On the webhook path the two are one by construction."""
+    core = client.CoreV1Api(api)
+    plain = f"plain-{uuid.uuid4().hex[:8]}"
+    if mode == "policy":
+        await core.create_namespace({"metadata": {"name": plain}})
+
+        def has_default_account() -> bool:
+            listed = cluster.kubectl("get", "serviceaccounts", "-n", plain, "-o", "name")
+            return "default" in listed
+
+        await asyncio.to_thread(wait_until, has_default_account, within=30, what="an account")
+
+    async def create(namespace: str, body: dict[str, Any]) -> client.V1Pod:
+        sent = copy.deepcopy(body)
+        raw: Any = await core.create_namespaced_pod(namespace, body, _preload_content=False)
+        text = await raw.read()
+        if mode == "policy":
+            actual = diff.as_created(json.loads(text))
+            inputs = await asyncio.to_thread(diff.cluster_inputs, cluster, namespace)
+            lanes = diff.Lanes(api, plain, dict(inputs.namespaces), inputs)
+            expected = diff.as_created(await lanes.webhook_path(sent, namespace))
+            name = body["metadata"]["name"]
+            assert actual == expected, f"{name}: stored {actual}; the webhook makes {expected}"
+        pod: client.V1Pod = api.deserialize(_Body(text.decode()), "V1Pod")
+        return pod
+
+    try:
+        yield create
+    finally:
+        if mode == "policy":
+            await core.delete_namespace(plain)
 
 
 def gpu_pod(name: str, pool: Pool, gpus: str = "1", **spec: Any) -> dict[str, Any]:
@@ -171,6 +226,7 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     operator: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     nodes = gpu_nodes(pool)
     pool.create(*nodes.values())
@@ -187,11 +243,10 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     await labelled(cluster, [n.name for n in nodes.values()])
     await settled(cluster, policies[-1], mode)
 
-    core = client.CoreV1Api(api)
-    for i in range(4):
-        await core.create_namespaced_pod(namespace, gpu_pod(f"train-{i}", pool))
+    bodies = [gpu_pod(f"train-{i}", pool) for i in range(4)]
+    for body in bodies:
+        await create_pod(namespace, body)
     pods = await bound(api, namespace, "app=gpu", 4)
-
     for pod in pods:
         assert pod.spec.scheduler_name == SCHEDULER
         assert pod.spec.node_name in {nodes["p4de"].name, nodes["p5"].name}
@@ -211,6 +266,7 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
     operator: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     nodes = gpu_nodes(pool)
     pool.create(*nodes.values())
@@ -247,8 +303,8 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": own_terms}
         }
     }
-    core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(namespace, gpu_pod("terms", pool, affinity=affinity))
+    body = gpu_pod("terms", pool, affinity=affinity)
+    await create_pod(namespace, body)
     (pod,) = await bound(api, namespace, "app=gpu", 1)
 
     required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
@@ -303,6 +359,7 @@ async def test_cpu_pods_avoid_gpu_nodes(
     operator: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     """Without the hint, our bin-packing profile would prefer the smaller GPU node (a
     500m pod fills more of its 4 CPUs than of the CPU node's 64)."""
@@ -320,13 +377,10 @@ async def test_cpu_pods_avoid_gpu_nodes(
         cluster, policies, f"avoid-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     await settled(cluster, policies[-1], mode)
-    core = client.CoreV1Api(api)
-    for i in range(3):
-        await core.create_namespaced_pod(
-            namespace, gpu_pod(f"web-{i}", pool, gpus="0", labels={"app": "web"})
-        )
+    bodies = [gpu_pod(f"web-{i}", pool, gpus="0", labels={"app": "web"}) for i in range(3)]
+    for body in bodies:
+        await create_pod(namespace, body)
     pods = await bound(api, namespace, "app=web", 3)
-
     assert {p.spec.node_name for p in pods} == {cpu_node.name}
     assert {p.spec.scheduler_name for p in pods} == {SCHEDULER}
 
@@ -338,17 +392,17 @@ async def test_explicit_scheduler_is_left_alone(
     operator: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     apply_namespace_policy(
         cluster, policies, f"other-{namespace}", namespace, placement={"avoidGPUNodes": True}
     )
     await settled(cluster, policies[-1], mode)
-    core = client.CoreV1Api(api)
     body = {
         "metadata": {"name": "mine", "labels": {"app": "x"}},
         "spec": {"schedulerName": "other", "containers": [{"name": "c", "image": PAUSE_IMAGE}]},
     }
-    created = await core.create_namespaced_pod(namespace, body)
+    created = await create_pod(namespace, body)
 
     assert created.spec.scheduler_name == "other"
     assert created.spec.affinity is None
@@ -364,6 +418,7 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     webhook_process: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     pool.create(pool.node("open", cpu="8"))
     apply_namespace_policy(
@@ -376,9 +431,8 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
     # the webhook hints, and hinted all the same when the apiserver does.
     webhook_process.kill()
     try:
-        created = await core.create_namespaced_pod(
-            namespace, gpu_pod("unhinted", pool, gpus="0", labels={"app": "open"})
-        )
+        unhinted = gpu_pod("unhinted", pool, gpus="0", labels={"app": "open"})
+        created = await create_pod(namespace, unhinted)
         (pod,) = await bound(api, namespace, "app=open", 1)
         if mode == "policy":
             assert created.spec.scheduler_name == SCHEDULER
@@ -391,9 +445,8 @@ async def test_webhook_down_fails_open_and_a_dead_scheduler_is_reported(
         webhook_process.wait_for_log("webhook view synced")
 
     # Back, it hints again; the controller never stopped.
-    again = await core.create_namespaced_pod(
-        namespace, gpu_pod("hinted-again", pool, gpus="0", labels={"app": "again"})
-    )
+    again_body = gpu_pod("hinted-again", pool, gpus="0", labels={"app": "again"})
+    again = await create_pod(namespace, again_body)
     assert again.spec.scheduler_name == SCHEDULER
     assert HINTS in (again.metadata.annotations or {})
     assert operator.proc.poll() is None
@@ -448,6 +501,7 @@ async def test_the_products_own_pods_are_never_hinted(
     operator: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     """Wherever a release runs, its operator and scheduler pods keep the default scheduler:
     the chart's webhook configuration skips them by their labels, and so does the operator."""
@@ -473,14 +527,13 @@ async def test_the_products_own_pods_are_never_hinted(
         "scheduler": templates["scheduler"],
         "scheduler-without-opt-out": stripped,
     }
-    core = client.CoreV1Api(api)
     created = {}
     for name, labels in bodies.items():
         body = {
             "metadata": {"name": name, "labels": labels},
             "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
         }
-        created[name] = await core.create_namespaced_pod(namespace, body)
+        created[name] = await create_pod(namespace, body)
 
     assert created["user"].spec.scheduler_name == SCHEDULER  # the webhook was there
     for name in ("operator", "scheduler", "scheduler-without-opt-out"):
@@ -542,6 +595,7 @@ async def test_a_policy_cel_cannot_express_stays_on_the_webhook(
     webhook_process: OperatorProcess,
     policies: list[str],
     mode: str,
+    create_pod: CreatePod,
 ) -> None:
     """Under more higher-precedence overlapping policies than the compiler takes, a policy
     is not compiled: its Compiled condition says why, the webhook keeps being called for
@@ -581,12 +635,11 @@ async def test_a_policy_cel_cannot_express_stays_on_the_webhook(
     assert config["webhooks"][0].get("matchConditions", []) == []
 
     before = webhook_process.metric("schedpolicy_webhook_requests_total", result="hinted") or 0
-    core = client.CoreV1Api(api)
     body = {
         "metadata": {"name": "by-the-webhook", "labels": {"app": "mine"}},
         "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE}]},
     }
-    created = await core.create_namespaced_pod(namespace, body)
+    created = await create_pod(namespace, body)
     assert created.spec.scheduler_name == SCHEDULER
     assert json.loads(created.metadata.annotations[HINTS])["policy"] == low
     after = webhook_process.metric("schedpolicy_webhook_requests_total", result="hinted") or 0
