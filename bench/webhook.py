@@ -29,6 +29,7 @@ from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import convergence, fleet, pprof, profiled
+from bench.create_latency import AuditCursor, quantile, share_under
 from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess, controller
@@ -100,7 +101,7 @@ def under(shares: dict[str, float], ms: float) -> float:
     return sum(v for k, v in shares.items() if k != "+Inf" and float(k.split()[0]) <= ms)
 
 
-def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+def bucket_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
     """Quantile of the observations between two scrapes, interpolated within buckets (ms)."""
     delta = sorted((le, after.get(le, 0.0) - before.get(le, 0.0)) for le in after)
     total = delta[-1][1] if delta else 0.0
@@ -119,7 +120,9 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return lower_le * 1000
 
 
-async def create_load(cluster: LocalCluster, seconds: int, prefix: str) -> float:
+async def create_load(
+    cluster: LocalCluster, seconds: int, prefix: str, scheduler: str | None = None
+) -> float:
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
     api = client.ApiClient(configuration=cfg)
@@ -133,6 +136,7 @@ async def create_load(cluster: LocalCluster, seconds: int, prefix: str) -> float
                 "bench": "nowhere"
             },  # stays Pending: the load is admission, not scheduling
             "containers": [{"name": "c", "image": fleet.PAUSE}],
+            **({"schedulerName": scheduler} if scheduler else {}),
         },
     }
     started = time.perf_counter()
@@ -204,6 +208,7 @@ class Lanes:
         ticks = pprof.cpu_ticks()
         sched_before = pprof.sched_ns(pid) if pid else (0, 0)
         before = self._histograms(own_port)
+        cursor = AuditCursor.now(cluster.audit_log)
         asyncio.run(create_load(cluster, scale.webhook_seconds, prefix))
         self.busy[prefix] = pprof.busy_share(ticks, pprof.cpu_ticks())
         if pid:
@@ -218,7 +223,12 @@ class Lanes:
         after = self._histograms(own_port)
         if converging is not None:
             converging.stop()
-        return {k: {q: quantile(before[k], after[k], q) for q in (0.5, 0.99)} for k in before}
+        out = {k: {q: bucket_quantile(before[k], after[k], q) for q in (0.5, 0.99)} for k in before}
+        # Creates one by one, not by the apiserver's coarse buckets.
+        time.sleep(1)  # the last creates' audit events
+        taken = cursor.creates(NAMESPACE)
+        out["create"] = {q: quantile(taken, q) for q in (0.5, 0.99)}
+        return out
 
     def _histograms(self, own_port: int | None) -> dict[str, dict[float, float]]:
         text = apiserver_metrics(self.cluster)
@@ -288,9 +298,10 @@ def compile_policies(cluster: LocalCluster, scale: Scale) -> None:
         proc.stop()
 
 
-# Bursts of the no-admission, floor and compiled lanes taken in turn, so the acceptance
-# rests on more than one burst each: the same lane's share under 25 ms moves by 10-25
-# points from one burst to the next on this machine.
+# The no-admission, floor and compiled lanes taken in turn, a load and a burst each a
+# round, so that the acceptance rests on more than one sample of each: the same lane's
+# burst share under 25 ms moves by 10-25 points from one burst to the next here, and its
+# load p99 by a factor of two.
 ROUNDS = 3
 MANAGED = "app.kubernetes.io/managed-by=schedpolicy"
 FLOOR = "schedpolicy-bench-floor"
@@ -352,37 +363,68 @@ def compiled_objects(cluster: LocalCluster) -> list[dict[str, Any]]:
     return list(items)
 
 
-def alternating_bursts(
+# "scheduler": no admission, the pods naming our scheduler themselves. Against "none" it
+# is what our scheduler profile costs the machine; against "floor", what the admission
+# policy machinery costs.
+IN_TURN = ("none", "scheduler", "floor", "compiled")
+
+
+def in_turn(
     cluster: LocalCluster, scale: Scale, compiled: list[dict[str, Any]], scheduler: str
 ) -> dict[str, dict[str, Any]]:
-    """ROUNDS bursts of each lane, in turn, with no webhook configuration registered."""
+    """ROUNDS rounds of a load and a burst in each lane, with no webhook configuration
+    registered. The lanes' order rotates from round to round, so that none always follows
+    another's deletions. Creates are timed one by one from the audit log."""
     objects: dict[str, list[dict[str, Any]]] = {
         "none": [],
+        "scheduler": [],
         "floor": floor_policy(scheduler),
         "compiled": compiled,
     }
     kinds = "mutatingadmissionpolicybindings,mutatingadmissionpolicies"
-    shares: dict[str, list[float]] = {name: [] for name in objects}
-    unhinted: dict[str, list[int]] = {name: [] for name in objects}
+    load: dict[str, list[float]] = {name: [] for name in IN_TURN}
+    load_p99: dict[str, list[float]] = {name: [] for name in IN_TURN}
+    burst: dict[str, list[float]] = {name: [] for name in IN_TURN}
+    shares: dict[str, list[float]] = {name: [] for name in IN_TURN}
+    unhinted: dict[str, list[int]] = {name: [] for name in IN_TURN}
+    clearing = Lanes(cluster, scale, Path())
     for round_ in range(ROUNDS):
-        for name, objs in objects.items():
+        order = IN_TURN[round_ % len(IN_TURN) :] + IN_TURN[: round_ % len(IN_TURN)]
+        for name in order:
             cluster.kubectl("delete", kinds, "-l", MANAGED, "--ignore-not-found")
             cluster.kubectl("delete", kinds, FLOOR, "--ignore-not-found")
-            if objs:
-                cluster.kubectl("apply", "-f", "-", objects=objs)
-                time.sleep(4)  # the apiserver loads admission policies asynchronously
-            burst = run_burst(cluster, scale, HOOK_MATCH, f"alt{round_}-{name}")
-            shares[name].append(burst["create_share_under_25ms"])
-            unhinted[name].append(burst["pods_without_hints"])
+            if objects[name]:
+                cluster.kubectl("apply", "-f", "-", objects=objects[name])
+            time.sleep(4)  # the apiserver loads admission policies asynchronously
+            cursor = AuditCursor.now(cluster.audit_log)
+            named = scheduler if name == "scheduler" else None
+            asyncio.run(create_load(cluster, scale.webhook_seconds, f"turn{round_}-{name}", named))
+            time.sleep(1)  # the last creates' audit events
+            taken = cursor.creates(NAMESPACE)
+            load[name] += taken
+            load_p99[name].append(round(quantile(taken, 0.99), 2))
+            clearing.clear()
+            cursor = AuditCursor.now(cluster.audit_log)
+            result = run_burst(cluster, scale, HOOK_MATCH, f"turn{round_}-{name}", named)
+            burst[name] += cursor.creates(NAMESPACE)
+            shares[name].append(result["create_share_under_25ms"])
+            unhinted[name].append(result["pods_without_hints"])
     cluster.kubectl("delete", kinds, FLOOR, "--ignore-not-found")
     return {
         name: {
+            "load_creates": len(load[name]),
+            "load_p50_ms": round(quantile(load[name], 0.5), 2),
+            "load_p99_ms": round(quantile(load[name], 0.99), 2),
+            "load_p99_ms_by_round": load_p99[name],
+            "burst_creates": len(burst[name]),
+            "burst_p50_ms": round(quantile(burst[name], 0.5), 2),
+            "burst_share_under_25ms": round(share_under(burst[name], 25), 4),
             "create_share_under_25ms": shares[name],
             # Every burst creates the same number of pods, so the mean is the pooled share.
             "mean_create_share_under_25ms": round(statistics.fmean(shares[name]), 4),
             "pods_without_hints": unhinted[name],
         }
-        for name in objects
+        for name in IN_TURN
     }
 
 
@@ -449,15 +491,35 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     operator.stop()
     webhook.unregister()
     scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
-    alternating = alternating_bursts(cluster, scale, compiled, scheduler)
+    turns = in_turn(cluster, scale, compiled, scheduler)
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
     summary = summarize(scale, results, under_load, lanes)
-    summary["alternating"] = alternating
-    summary["compiled_gain"]["alternating_mean_share_under_25ms"] = {
-        name: lane["mean_create_share_under_25ms"] for name, lane in alternating.items()
-    }
+    summary["in_turn"] = turns
+    summary["compiled_gain"].update(gain_in_turn(turns))
     return summary
+
+
+def gain_in_turn(turns: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The acceptance's figures from the lanes taken in turn: the compiled lane against no
+    admission, and the floor policy's against it too, for what any policy costs here."""
+    none, floor, compiled = turns["none"], turns["floor"], turns["compiled"]
+    ours = turns["scheduler"]
+
+    def ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
+        return round(float(a["load_p99_ms"]) / float(b["load_p99_ms"]) - 1, 4)
+
+    return {
+        "in_turn_added_p99_ratio": ratio(compiled, none),
+        "in_turn_floor_added_p99_ratio": ratio(floor, none),
+        "in_turn_compiled_over_floor_p99_ratio": ratio(compiled, floor),
+        "in_turn_scheduler_p99_ratio": ratio(ours, none),
+        "in_turn_compiled_over_scheduler_p99_ratio": ratio(compiled, ours),
+        "in_turn_mean_share_under_25ms": {
+            name: lane["mean_create_share_under_25ms"] for name, lane in turns.items()
+        },
+        "in_turn_pods_without_hints": sum(compiled["pods_without_hints"]),
+    }
 
 
 def _lane_summary(lane: dict[str, Any], base_p99: float) -> dict[str, Any]:
@@ -537,7 +599,11 @@ def converging_controller(
 
 
 def run_burst(
-    cluster: LocalCluster, scale: Scale, hook_match: dict[str, str], prefix: str
+    cluster: LocalCluster,
+    scale: Scale,
+    hook_match: dict[str, str],
+    prefix: str,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Five Deployments scaled from 0 to `burst_replicas` each at once."""
     family = "apiserver_admission_webhook_admission_duration_seconds"
@@ -547,7 +613,10 @@ def run_burst(
         "apply",
         "-f",
         "-",
-        objects=[fleet.deployment(n, NAMESPACE, 0, {"bench": "nowhere"}) for n in names],
+        objects=[
+            fleet.deployment(n, NAMESPACE, 0, {"bench": "nowhere"}, scheduler=scheduler)
+            for n in names
+        ],
     )
     fail_open = "apiserver_admission_webhook_fail_open_count"
     fail_open_match = {"name": WEBHOOK}
