@@ -345,7 +345,9 @@ def floor_policy(scheduler: str) -> list[dict[str, Any]]:
 
 
 def compiled_objects(cluster: LocalCluster) -> list[dict[str, Any]]:
-    """The compiled policy and binding as stored, ready to be applied again."""
+    """The compiled policy and binding as stored, ready to be applied again. Without their
+    owner: it is the webhook configuration, which the lanes taken in turn unregister, and
+    the garbage collector would delete the objects again as soon as they were applied."""
     items = json.loads(
         cluster.kubectl(
             "get",
@@ -356,7 +358,7 @@ def compiled_objects(cluster: LocalCluster) -> list[dict[str, Any]]:
             "json",
         )
     )["items"]
-    keep = ("name", "labels", "annotations", "ownerReferences")
+    keep = ("name", "labels", "annotations")
     for item in items:
         item["metadata"] = {k: v for k, v in item["metadata"].items() if k in keep}
         item.pop("status", None)
@@ -367,6 +369,30 @@ def compiled_objects(cluster: LocalCluster) -> list[dict[str, Any]]:
 # is what our scheduler profile costs the machine; against "floor", what the admission
 # policy machinery costs.
 IN_TURN = ("none", "scheduler", "floor", "compiled")
+
+
+def serving(cluster: LocalCluster, *, hinted: bool, scheduler: str | None) -> None:
+    """Until the apiserver admits a pod as the lane means it to: it loads admission policies
+    from its own watch, some time after they are written or deleted."""
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": NAMESPACE, "labels": {"app": "load"}},
+        "spec": {"containers": [{"name": "c", "image": fleet.PAUSE}]},
+    }
+
+    def admitted() -> bool:
+        out = json.loads(
+            cluster.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", objects=[probe])
+        )
+        annotations = out["metadata"].get("annotations") or {}
+        return (
+            out["spec"]["schedulerName"] == (scheduler or "default-scheduler")
+            and ("schedpolicy.io/hints" in annotations) == hinted
+        )
+
+    fleet.wait_for(admitted, "the lane's admission in force", within=60, every=0.5)
+    time.sleep(2)  # every apiserver watch has it, not just the one that answered
 
 
 def in_turn(
@@ -395,7 +421,8 @@ def in_turn(
             cluster.kubectl("delete", kinds, FLOOR, "--ignore-not-found")
             if objects[name]:
                 cluster.kubectl("apply", "-f", "-", objects=objects[name])
-            time.sleep(4)  # the apiserver loads admission policies asynchronously
+            admitted_to = scheduler if objects[name] else None
+            serving(cluster, hinted=name == "compiled", scheduler=admitted_to)
             cursor = AuditCursor.now(cluster.audit_log)
             named = scheduler if name == "scheduler" else None
             asyncio.run(create_load(cluster, scale.webhook_seconds, f"turn{round_}-{name}", named))
