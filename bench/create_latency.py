@@ -87,8 +87,3 @@ def quantile(values: Sequence[float], q: float) -> float:
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def share_under(values: Sequence[float], ms: float) -> float:
-    """The share at or under `ms`, as a histogram bucket `le` counts."""
-    return sum(1 for v in values if v <= ms) / len(values) if values else math.nan

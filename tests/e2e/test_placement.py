@@ -8,7 +8,7 @@ Every case runs on both admission paths: `webhook`, and `policy`, where the cont
 compiles each policy to a MutatingAdmissionPolicy and narrows the webhook's match
 condition, so that the same assertions hold for hints made inside the apiserver. On the
 policy path each case also checks, pod by pod, that the apiserver stored exactly what the
-webhook's `admission.review` makes of the same body (`same_as_webhook`).
+webhook's `admission.review` makes of the same body (the `create_pod` fixture).
 """
 
 from __future__ import annotations
@@ -243,10 +243,10 @@ async def test_gpu_pod_is_hinted_and_placed_by_our_scheduler(
     await labelled(cluster, [n.name for n in nodes.values()])
     await settled(cluster, policies[-1], mode)
 
-    bodies = [gpu_pod(f"train-{i}", pool) for i in range(4)]
-    for body in bodies:
-        await create_pod(namespace, body)
+    for i in range(4):
+        await create_pod(namespace, gpu_pod(f"train-{i}", pool))
     pods = await bound(api, namespace, "app=gpu", 4)
+
     for pod in pods:
         assert pod.spec.scheduler_name == SCHEDULER
         assert pod.spec.node_name in {nodes["p4de"].name, nodes["p5"].name}

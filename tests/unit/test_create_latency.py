@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.create_latency import AuditCursor, quantile, share_under
+from bench.create_latency import AuditCursor, quantile
 
 
 def event(
@@ -90,8 +90,3 @@ def test_a_rotated_log_is_read_to_its_end_before_the_new_one(tmp_path: Path) -> 
 def test_quantile(values: list[float], q: float, want: float) -> None:
     got = quantile(values, q)
     assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want)
-
-
-def test_share_under_counts_the_bound_as_a_bucket_does() -> None:
-    assert share_under([5.0, 25.0, 25.001, 100.0], 25) == 0.5
-    assert math.isnan(share_under([], 25))
