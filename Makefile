@@ -103,7 +103,7 @@ test: lint unit e2e compat incluster ## everything CI runs (the reliability suit
 
 SCALE ?= full
 .PHONY: bench
-bench: venv ## benchmarks B1-B5g (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
+bench: venv ## benchmarks B1-B7 (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
 	@$(BUILD) control-plane helm karpenter
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))

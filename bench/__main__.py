@@ -28,6 +28,7 @@ from bench import (
     webhook,
 )
 from bench.scale import SCALES, Scale
+from bench.serving import run as serving
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
 
@@ -86,10 +87,27 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f" {lane['pending_8gpu_p95_s']} s"
             for name, lane in r["lanes"].items()
         )
+    if key == "b7-serving":
+        lanes = r["lanes"]
+        return "B7 " + "; ".join(
+            f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
+            f" ${lane['dollars']['median']}, {lane['serving_pods_disrupted']['median']} serving"
+            " pods disrupted"
+            for name, lane in lanes.items()
+        )
     return (
         f"B5 nodes emptied {r['nodes_emptied']['with_policy']} vs none {r['nodes_emptied']['without_policy']}"
         f" vs ideal {r['nodes_emptied']['ideal']}: ratio {r['ratio']}"
     )
+
+
+def serving_b7(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+    """B7 brings its own clusters; `cluster` is not used."""
+    return serving.run_b7(b7_size(scale), out)
+
+
+def b7_size(scale: Scale) -> str:
+    return scale.name if scale.name in serving.SIZES else "full"
 
 
 def save(key: str, result: dict[str, Any]) -> None:
@@ -101,7 +119,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument(
-        "--only", default="B1,B2,B3,B4,B4DRA,B4C,B5,B5G,B6", help="comma-separated subset"
+        "--only", default="B1,B2,B3,B4,B4DRA,B4C,B5,B5G,B6,B7", help="comma-separated subset"
     )
     args = parser.parse_args()
     scale = SCALES[args.scale]
@@ -114,8 +132,11 @@ def main() -> int:
         f"bench: scale {scale.name}; starting the local control plane in {cluster.workdir}",
         flush=True,
     )
-    # B6 brings clusters of its own (Karpenter's nodes only); the others share this one.
-    shared = bool(wanted - {"B6"})
+    # B6 and B7 bring clusters of their own (Karpenter's nodes only); the others share this one.
+    shared = bool(wanted - {"B6", "B7"})
+    if "B7" in wanted:
+        # A bad trace or serving table is refused before any cluster starts.
+        serving.inputs(serving.SIZES[b7_size(scale)])
     if shared:
         cluster.up()
     try:
@@ -151,6 +172,7 @@ def main() -> int:
             ("B5", "b5-scaledown", scaledown.run_b5),
             ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
             ("B6", "b6-gpu-hours", gpu_hours.run_b6),
+            ("B7", "b7-serving", serving_b7),
         ]
         for tag, key, fn in runs:
             if tag not in wanted:

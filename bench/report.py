@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from bench.serving.section import section_b7
+
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 REPORT = HERE / "REPORT.md"
@@ -24,6 +26,7 @@ ORDER = (
     "b5-scaledown",
     "b5g-gpu-scaledown",
     "b6-gpu-hours",
+    "b7-serving",
 )
 
 
@@ -732,6 +735,7 @@ SECTIONS = {
     "b5-scaledown": section_b5,
     "b5g-gpu-scaledown": section_b5g,
     "b6-gpu-hours": section_b6,
+    "b7-serving": section_b7,
 }
 
 

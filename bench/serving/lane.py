@@ -1,0 +1,223 @@
+"""One B7 lane run: a fresh cluster with Karpenter and no nodes, the plan's Deployments at
+their first replicas, then the day, step by step, and what it cost.
+
+The lanes differ only in what schedules and costs the pods:
+- karpenter-alone: the default scheduler, no policy, no costs;
+- profile: the pods name the chart's scheduler profile (MostAllocated on GPUs) themselves;
+- product: the controller and the webhook run, and a policy hints the profile, keeps CPU
+  pods off GPU nodes, and writes GPU-fill deletion costs with Karpenter's disruption cost.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.serving.load import Service
+from bench.serving.measure import Eviction
+from bench.serving.observe import SERVICE_LABEL, Seen, Watcher
+from bench.serving.plan import Plan
+from localcluster import LocalCluster, audit
+from localcluster.binaries import REPO
+from localcluster.karpenter import GPU, KarpenterOptions
+
+NAMESPACE = "b7-serving"
+SCHEDULER = "schedpolicy-scheduler"
+PAUSE = "registry.k8s.io/pause:3.10"
+LANES = ("karpenter-alone", "profile", "product")
+KARPENTER_USER = "karpenter"
+# KWOK's pod-ready stage waits this long (a Go duration) before a bound pod runs and is
+# Ready: the replica's model load.
+STARTUP_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
+
+
+def policy() -> dict[str, Any]:
+    return {
+        "apiVersion": "schedpolicy.io/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "b7-serving"},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
+            "placement": {"schedulerName": SCHEDULER, "avoidGPUNodes": True},
+            "deletionCost": {
+                # GPU fill on GPU nodes, CPU fill for the frontends on CPU nodes: the replicas
+                # on the emptiest nodes go first, so scale-downs empty whole nodes.
+                "signals": [
+                    {
+                        "type": "NodeConsolidation",
+                        "nodeConsolidation": {"resources": [GPU, "cpu"], "points": 1000},
+                    }
+                ],
+                "min": 0,
+                "max": 1000,
+                # HPA-speed timers: 1 s of replay is 30 s of the day.
+                "minUpdateIntervalSeconds": 1,
+                "karpenterDisruptionCost": {},
+            },
+        },
+    }
+
+
+def deployment(
+    service: Service, replicas: int, startup: float, scheduler: str | None
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": service.cpu, "memory": service.memory}}
+    if service.gpus:
+        resources["limits"] = {GPU: str(service.gpus)}
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "serve", "image": PAUSE, "resources": resources}],
+    }
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    labels = {SERVICE_LABEL: service.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": service.name, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {STARTUP_ANNOTATION: f"{int(startup * 1000)}ms"},
+                },
+                "spec": spec,
+            },
+        },
+    }
+
+
+@dataclass
+class Run:
+    """One lane run's raw evidence, its times shifted to the day's start."""
+
+    lane: str
+    repeat: int
+    seen: Seen
+    evictions: list[Eviction]
+    warmup_seconds: float
+    late_steps: int  # scale steps sent more than a sync period after they were due
+
+
+class LaneRun:
+    """A lane on its own cluster: `prepare()` (cluster, Deployments, warm-up), then `day()`."""
+
+    def __init__(self, lane: str, repeat: int, plan: Plan, workdir: Path) -> None:
+        self.lane, self.repeat, self.plan = lane, repeat, plan
+        self.cluster = LocalCluster(workdir)
+        self.watcher: Watcher | None = None
+        self.warmup = 0.0
+
+    def prepare(self, timeout: float = 600) -> None:
+        plan, cluster = self.plan, self.cluster
+        consolidate = plan.timers.replay(plan.timers.consolidate_after)
+        cluster.up(
+            nodes=[], karpenter_options=KarpenterOptions(consolidate_after=f"{consolidate:g}s")
+        )
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        if self.lane == "product":
+            cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+            cluster.kubectl(
+                "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
+            )
+            cluster.start_operator()
+            cluster.kubectl("apply", "-f", "-", objects=[policy()])
+            self._wait_for_hints()
+        self.watcher = Watcher(cluster.server, cluster.ssl_context(), NAMESPACE)
+        self.watcher.start()
+        started = time.monotonic()
+        scheduler = SCHEDULER if self.lane == "profile" else None
+        startup = plan.timers.replay(plan.timers.startup)
+        docs = [deployment(s, plan.initial[s.name], startup, scheduler) for s in plan.services]
+        cluster.kubectl("create", "-f", "-", objects=docs)
+        want = sum(plan.initial.values())
+        deadline = started + timeout
+        while self._ready_pods() < want:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"B7 {self.lane}: {want} replicas not Ready in {timeout}s")
+            time.sleep(1)
+        self.warmup = time.monotonic() - started
+
+    def _wait_for_hints(self, timeout: float = 90) -> None:
+        """The webhook answers only once its view has synced; until then the apiserver fails
+        open, and a pod would go unhinted."""
+        probe = deployment(self.plan.services[0], 1, 0, None)["spec"]["template"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "b7-probe", "namespace": NAMESPACE, **probe["metadata"]},
+            "spec": probe["spec"],
+        }
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.cluster.kubectl(
+                "create", "--dry-run=server", "-o", "json", "-f", "-", objects=[pod]
+            )
+            if json.loads(out)["spec"].get("schedulerName") == SCHEDULER:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"B7 product: the webhook did not hint a pod within {timeout}s")
+
+    def _ready_pods(self) -> int:
+        assert self.watcher is not None
+        with self.watcher.lock:
+            return sum(
+                1
+                for p in self.watcher.seen.pods.values()
+                if p.ready is not None and p.gone is None and p.deleting is None
+            )
+
+    def day(self, go: threading.Event | None = None) -> Run:
+        """The plan's steps at their times; returns once the day is over."""
+        assert self.watcher is not None
+        if go is not None:
+            go.wait()
+        day0 = self.watcher.now()
+        wall0 = audit.now()
+        begun = time.monotonic()
+        late = 0
+        sync = self.plan.timers.replay(self.plan.timers.hpa.sync_period)
+        for step in self.plan.steps:
+            wait = step.at - (time.monotonic() - begun)
+            if wait > 0:
+                time.sleep(wait)
+            elif -wait > sync:
+                late += 1
+            self._scale(step.service, step.replicas)
+        rest = self.plan.duration - (time.monotonic() - begun)
+        if rest > 0:
+            time.sleep(rest)
+        self.watcher.stop()
+        seen = self.watcher.seen.shifted(day0)
+        evictions = [
+            Eviction(e.name, (e.at - wall0).total_seconds())
+            for e in audit.events(self.cluster.audit_log)
+            if e.user == KARPENTER_USER
+            and e.resource == "pods"
+            and e.subresource == "eviction"
+            and e.verb == "create"
+            and e.namespace == NAMESPACE
+            and 200 <= e.code < 300
+        ]
+        return Run(self.lane, self.repeat, seen, evictions, self.warmup, late)
+
+    def _scale(self, name: str, replicas: int) -> None:
+        url = f"{self.cluster.server}/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}/scale"
+        body = json.dumps({"spec": {"replicas": replicas}}).encode()
+        request = urllib.request.Request(
+            url, body, method="PATCH", headers={"Content-Type": "application/merge-patch+json"}
+        )
+        with urllib.request.urlopen(request, context=self.cluster.ssl_context(), timeout=30):
+            pass
+
+    def down(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.cluster.down()
