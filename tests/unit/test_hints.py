@@ -14,6 +14,10 @@ from schedpolicy.core.wellknown import HINTS_ANNOTATION
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 GPU_PLACEMENT = {"gpu": {"models": ["A100", "H100"], "minMemoryMiB": 40960}}
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+# The verified table's A100 and H100 types with at least 40960 MiB a GPU.
+A100_H100_TYPES = ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5.4xlarge"]
+LAUNCH = [INSTANCE_TYPE, "karpenter.sh/nodepool", MODEL]
 
 
 def policy(**placement: Any) -> Policy:
@@ -100,8 +104,27 @@ def test_gpu_affinity_for_a_fresh_pod() -> None:
                 {"key": MODEL, "operator": "In", "values": ["A100", "H100"]},
                 {"key": MEMORY, "operator": "Gt", "values": ["40959"]},
             ]
-        }
+        },
+        # What Karpenter can launch: the label term names a key no NodePool defines.
+        {
+            "matchExpressions": [
+                {"key": INSTANCE_TYPE, "operator": "In", "values": A100_H100_TYPES},
+                {"key": "karpenter.sh/nodepool", "operator": "Exists"},
+                {"key": MODEL, "operator": "DoesNotExist"},
+            ]
+        },
     ]
+
+
+def test_a_model_no_instance_type_holds_gets_the_label_term_alone() -> None:
+    p = pod("1")
+    gpu = {"gpu": {"models": ["MI300X"], "minMemoryMiB": 1024}}
+    decision = decide(policy(**gpu), p)
+    terms = applied(p, decision)["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert [[e["key"] for e in t["matchExpressions"]] for t in terms] == [[MODEL, MEMORY]]
+    assert any("cannot launch a node" in line for line in decision.explanation)
 
 
 def test_gpu_affinity_is_anded_into_every_existing_term() -> None:
@@ -120,9 +143,12 @@ def test_gpu_affinity_is_anded_into_every_existing_term() -> None:
     terms = out["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
-    assert len(terms) == 2
-    assert [e["key"] for e in terms[0]["matchExpressions"]] == ["zone", MODEL, MEMORY]
-    assert [e["key"] for e in terms[1]["matchExpressions"]] == ["rack", MODEL, MEMORY]
+    assert [[e["key"] for e in t["matchExpressions"]] for t in terms] == [
+        ["zone", MODEL, MEMORY],
+        ["rack", MODEL, MEMORY],
+        ["zone", *LAUNCH],
+        ["rack", *LAUNCH],
+    ]
 
 
 def test_gpu_affinity_skipped_when_the_pod_constrains_the_keys() -> None:
@@ -158,23 +184,28 @@ def _required(terms: list[dict[str, Any]]) -> dict[str, Any]:
     [
         # (GPUs requested, the pod's own affinity, the required terms it ends with: each
         # term as (matchExpressions keys, matchFields keys); None: affinity left unchanged)
-        pytest.param("1", None, [([MODEL, MEMORY], [])], id="fresh"),
+        pytest.param("1", None, [([MODEL, MEMORY], []), (LAUNCH, [])], id="fresh"),
         pytest.param(
             "1",
             _required([{"matchExpressions": [ZONE_IN_A]}, {"matchExpressions": [ZONE_IN_A]}]),
-            [(["zone", MODEL, MEMORY], []), (["zone", MODEL, MEMORY], [])],
+            [
+                (["zone", MODEL, MEMORY], []),
+                (["zone", MODEL, MEMORY], []),
+                (["zone", *LAUNCH], []),
+                (["zone", *LAUNCH], []),
+            ],
             id="anded-into-every-term",
         ),
         pytest.param(
             "1",
             _required([{"matchFields": [HOST_FIELD]}]),
-            [([MODEL, MEMORY], ["metadata.name"])],
+            [([MODEL, MEMORY], ["metadata.name"]), (LAUNCH, ["metadata.name"])],
             id="term-with-only-matchFields",
         ),
         pytest.param(
             "1",
             {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
-            [([MODEL, MEMORY], [])],
+            [([MODEL, MEMORY], []), (LAUNCH, [])],
             id="other-affinity-kinds-kept",
         ),
         pytest.param(

@@ -26,15 +26,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schedpolicy.core import hints
+from schedpolicy.core import gpu_offers, hints
 from schedpolicy.core.api import (
     API_VERSION,
-    DEFAULT_LABEL_PREFIX,
     KIND,
     LabelSelector,
     Placement,
 )
-from schedpolicy.core.gpu import MEMORY_KEY, MODEL_KEY
 from schedpolicy.core.matching import Policy, may_overlap, precedence
 from schedpolicy.core.wellknown import (
     GFD_PRODUCT,
@@ -218,11 +216,6 @@ def compile_policy(
     placement = policy.spec.placement
     if placement is None:
         return Inexpressible(policy.name, "placement", "the policy has no placement")
-    prefix = label_prefix or (
-        policy.spec.node_labels.gpu.label_prefix
-        if policy.spec.node_labels
-        else DEFAULT_LABEL_PREFIX
-    )
     earlier = sorted(
         (
             q
@@ -247,7 +240,7 @@ def compile_policy(
         "has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}",
     )
     _governed(prog, placement, earlier)
-    model_key, memory_key = f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
+    model_key, memory_key = hints.gpu_label_keys(policy, label_prefix)
     if placement.gpu is not None or placement.avoid_gpu_nodes:
         prog.var("gpus", _gpus_cel())
     scheduler = cel_string(placement.scheduler_name)
@@ -323,11 +316,15 @@ def _gpu_requirement(prog: _Program, placement: Placement, model_key: str, memor
             f".exists(e, e.key in {cel_strings([model_key, memory_key])}))",
         )
         prog.var("wanted", cel_value(wanted))
+        types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
+        if types:
+            prog.var("launch", cel_value(gpu_offers.launch_term(types, model_key)))
         gpu_apply = "variables.gpuApply"
         prog.injected.append(("gpuAffinity", gpu_apply))
         prog.why.append(
             f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
             f" {placement.gpu.min_memory_mib - 1}, ANDed into each required term"
+            + (f"; then each term again with instance types {', '.join(types)}" if types else "")
         )
         return gpu_apply
     return "false"
@@ -400,13 +397,10 @@ def _affinity(
         f"({_NODE_AFFINITY}.hasValue() ? [] : [{_patch('add', _at(path), '{}')}])",
     ]
     if placement.gpu is not None:
-        term = "dyn(t.?matchExpressions.orValue([]).map(e, dyn(e)) + variables.wanted)"
-        terms = (
-            "size(variables.terms) == 0 ? [dyn({'matchExpressions': dyn(variables.wanted)})]"
-            " : variables.terms.map(t, t.?matchFields.hasValue()"
-            f" ? dyn({{'matchExpressions': {term}, 'matchFields': dyn(t.matchFields)}})"
-            f" : dyn({{'matchExpressions': {term}}}))"
-        )
+        alternatives = ["wanted"]
+        if gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib):
+            alternatives.append("launch")
+        terms = " + ".join(f"({_terms_with(alt)})" for alt in alternatives)
         value = f"dyn({{'nodeSelectorTerms': dyn({terms})}})"
         ops.append(
             f"(variables.gpuApply ? [{_patch('add', _at(f'{path}/{_REQUIRED}'), value)}] : [])"
@@ -429,6 +423,19 @@ def _affinity(
         f" : ({empty}) ? [{_patch('remove', _at(path))}] : [])"
     )
     return None
+
+
+def _terms_with(alternative: str) -> str:
+    """CEL: every required term of the pod (or one empty term) with the expressions of
+    `variables.<alternative>` ANDed in, as hints._gpu_affinity builds them."""
+    exprs = f"variables.{alternative}"
+    term = f"dyn(t.?matchExpressions.orValue([]).map(e, dyn(e)) + {exprs})"
+    return (
+        f"size(variables.terms) == 0 ? [dyn({{'matchExpressions': dyn({exprs})}})]"
+        " : variables.terms.map(t, t.?matchFields.hasValue()"
+        f" ? dyn({{'matchExpressions': {term}, 'matchFields': dyn(t.matchFields)}})"
+        f" : dyn({{'matchExpressions': {term}}}))"
+    )
 
 
 def _zone_spread(prog: _Program, placement: Placement) -> None:

@@ -722,13 +722,15 @@ class SchedulingPolicySpec(Model):
         return self
 
 
-ConditionType = Literal["Ready", "Conflicting", "Degraded", "Compiled"]
+ConditionType = Literal["Ready", "Conflicting", "Degraded", "Compiled", "Provisionable"]
 
 
 class Condition(Model):
     type: ConditionType = Field(
-        description="Ready, Conflicting, Degraded, or Compiled (placement policies: whether"
-        " a MutatingAdmissionPolicy in the apiserver serves the hints, rather than the webhook)."
+        description="Ready, Conflicting, Degraded, Compiled (placement policies: whether"
+        " a MutatingAdmissionPolicy in the apiserver serves the hints, rather than the webhook),"
+        " or Provisionable (placement.gpu: whether a labelled node or an instance type a node"
+        " autoscaler can launch holds the GPUs asked for)."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: Annotated[str, Field(max_length=1024)] = Field(

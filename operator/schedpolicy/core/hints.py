@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedpolicy.core import gpu_offers
 from schedpolicy.core.api import DEFAULT_LABEL_PREFIX, Placement
 from schedpolicy.core.gpu import MEMORY_KEY, MODEL_KEY
 from schedpolicy.core.matching import Policy
@@ -76,6 +77,17 @@ class HintDecision:
             else:
                 ops.append({"op": "add", "path": f"/{section}/{name}", "value": value})
         return ops
+
+
+def gpu_label_keys(policy: Policy, label_prefix: str | None = None) -> tuple[str, str]:
+    """The GPU model and memory label keys a policy's hints name: `label_prefix`, else the
+    policy's own nodeLabels prefix, else the default."""
+    prefix = label_prefix or (
+        policy.spec.node_labels.gpu.label_prefix
+        if policy.spec.node_labels
+        else DEFAULT_LABEL_PREFIX
+    )
+    return f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
 
 
 def gpu_request(pod_spec: Mapping[str, Any]) -> int:
@@ -139,11 +151,7 @@ def decide(
     placement: Placement | None = policy.spec.placement
     if placement is None:
         return HintDecision({}, (), (f"{policy.name} has no placement",))
-    prefix = label_prefix or (
-        policy.spec.node_labels.gpu.label_prefix
-        if policy.spec.node_labels
-        else DEFAULT_LABEL_PREFIX
-    )
+    model_key, memory_key = gpu_label_keys(policy, label_prefix)
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if owner_kind == "DaemonSet":
         # One per node by design: its controller pins each pod to its node, and a spread
@@ -163,7 +171,6 @@ def decide(
         )
     affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
     gpus = gpu_request(spec)
-    model_key, memory_key = f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
     _gpu_affinity(draft, placement, affinity, gpus, model_key, memory_key)
     prefs = _preferences(draft, placement, sorted(set(instance_types)), gpus, model_key)
     added = _add_preferences(affinity, prefs)
@@ -207,18 +214,30 @@ def _gpu_affinity(
         {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
         {"key": memory_key, "operator": "Gt", "values": [str(placement.gpu.min_memory_mib - 1)]},
     ]
-    # Requirements are ANDed into every existing term: adding a term would OR them in.
+    types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
+    alternatives = [wanted, gpu_offers.launch_term(types, model_key)] if types else [wanted]
+    # Requirements are ANDed into every existing term: adding a term would OR them in. The
+    # launch term is the one OR added, after every label term (see gpu_offers).
     new_terms = [
-        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *wanted]} for t in terms
-    ] or [{"matchExpressions": wanted}]
+        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *alt]}
+        for alt in alternatives
+        for t in terms or [{}]
+    ]
     node_affinity = affinity.setdefault("nodeAffinity", {})
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
         "nodeSelectorTerms": new_terms
     }
+    launch = (
+        f"; or, on nodes Karpenter launched and we have not labelled yet, instance types"
+        f" {', '.join(types)} (the verified table)"
+        if types
+        else "; no instance type in the verified table holds it, so a node autoscaler cannot"
+        " launch a node for it"
+    )
     draft.add(
         "gpuAffinity",
         f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
-        f" {placement.gpu.min_memory_mib - 1}, in each of {len(new_terms)} term(s)",
+        f" {placement.gpu.min_memory_mib - 1}, in each of {len(terms) or 1} term(s){launch}",
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from schedpolicy.core.admission_routing import Route
 from schedpolicy.core.api import ConditionType, SpecError
+from schedpolicy.core.gpu_offers import GPUSupply
 from schedpolicy.core.matching import Conflict
 from schedpolicy.core.wording import count, verb
 
@@ -42,6 +43,8 @@ class Observation:
     # Placement policies: the admission path that serves the hints (None: not placement,
     # or not decided yet).
     admission: Route | None = None
+    # placement.gpu policies: what can take their GPU pods.
+    gpu_supply: GPUSupply | None = None
 
 
 def foreign_message(writers: Mapping[str, int]) -> str:
@@ -96,6 +99,8 @@ def verdicts(obs: Observation) -> list[Verdict]:
     if obs.admission is not None and obs.spec_error is None:
         route = obs.admission
         out.append(Verdict("Compiled", str(route.compiled), route.reason, route.message))
+    if obs.gpu_supply is not None and obs.spec_error is None:
+        out.append(Verdict("Provisionable", *obs.gpu_supply.condition()))
     return out
 
 
@@ -134,7 +139,7 @@ def desired_status(obs: Observation, current: Mapping[str, Any] | None, now: str
     return status
 
 
-_HEALTHY = {"Ready": "True", "Conflicting": "False", "Degraded": "False"}
+_HEALTHY = {"Ready": "True", "Conflicting": "False", "Degraded": "False", "Provisionable": "True"}
 # Compiled=False is a choice (webhook mode, an older apiserver) unless one of these says
 # the compiled policy did not make it into the apiserver.
 PROBLEM_REASONS = frozenset({"Rejected"})

@@ -31,6 +31,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # Which capacity a node runs on, as Karpenter and EKS managed node groups say it.
 KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"
 EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+# Every node Karpenter launches carries its NodePool's name.
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 
 # The NVIDIA device plugin's resource, and the labels GPU feature discovery writes.
 GPU_RESOURCE = "nvidia.com/gpu"

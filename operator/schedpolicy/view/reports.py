@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schedpolicy.core import gpu, matching, timestamps
+from schedpolicy.core import gpu, gpu_offers, hints, matching, timestamps
 from schedpolicy.core.admission_routing import Route
 from schedpolicy.core.policy_status import Counts, Observation
 from schedpolicy.core.wellknown import FIELD_MANAGER
@@ -92,6 +92,8 @@ class StatusReport:
     cost_bands: Counter[str]  # cost value -> pods carrying it as written by us
     # policy -> field manager -> pods whose cost that manager owns and the policy leaves alone
     foreign: dict[str, Counter[str]] = field(default_factory=dict)
+    # policy with placement.gpu -> what can take its GPU pods
+    gpu_supply: dict[str, gpu_offers.GPUSupply] = field(default_factory=dict)
 
 
 def status_report(
@@ -113,6 +115,21 @@ def status_report(
 
         if pod.cost is not None and FIELD_MANAGER in pod.cost_managers:
             bands[pod.cost] += 1
+    problems = _problems(view, found)
+    counts = {}
+    for policy in view.policies():
+        has_pods = policy.has("deletionCost") or policy.has("placement")
+        counts[policy.name] = Counts(
+            matched_pods=matched[policy.name] if has_pods else None,
+            costed_pods=costed[policy.name] if policy.has("deletionCost") else None,
+            labeled_nodes=found.labeled.get(policy.name, 0) if policy.has("nodeLabels") else None,
+        )
+    return StatusReport(
+        counts, dict(problems), bands, foreign_writers(view, outcomes), gpu_supply(view)
+    )
+
+
+def _problems(view: ClusterView, found: Findings) -> dict[str, list[Problem]]:
     problems: dict[str, list[Problem]] = defaultdict(list)
     for uid, (failed_policy, message) in found.cost_failures.items():
         if failed_policy is not None:
@@ -145,15 +162,31 @@ def status_report(
         problems[policy_name].append(
             ("LabelWriteFailed", f"writing the GPU labels of node {node_name} failed: {message}")
         )
-    counts = {}
+    return problems
+
+
+def gpu_supply(view: ClusterView) -> dict[str, gpu_offers.GPUSupply]:
+    """Per placement.gpu policy: the labelled nodes its label term matches now, and the
+    instance types its launch term names."""
+    out = {}
     for policy in view.policies():
-        has_pods = policy.has("deletionCost") or policy.has("placement")
-        counts[policy.name] = Counts(
-            matched_pods=matched[policy.name] if has_pods else None,
-            costed_pods=costed[policy.name] if policy.has("deletionCost") else None,
-            labeled_nodes=found.labeled.get(policy.name, 0) if policy.has("nodeLabels") else None,
+        wanted = policy.spec.placement and policy.spec.placement.gpu
+        if not wanted:
+            continue
+        model_key, memory_key = hints.gpu_label_keys(policy)
+        least = wanted.min_memory_mib
+        labelled = sum(
+            1
+            for node in view.nodes.values()
+            if gpu_offers.labelled_matches(node.labels, model_key, memory_key, wanted.models, least)
         )
-    return StatusReport(counts, dict(problems), bands, foreign_writers(view, outcomes))
+        out[policy.name] = gpu_offers.GPUSupply(
+            tuple(wanted.models),
+            least,
+            gpu_offers.instance_types_for(wanted.models, least),
+            labelled,
+        )
+    return out
 
 
 def foreign_writers(
@@ -201,6 +234,7 @@ def observations(
                 counts=report.counts.get(obj.name, Counts()),
                 foreign_writers=dict(report.foreign.get(obj.name, {})),
                 admission=(admission or {}).get(obj.name),
+                gpu_supply=report.gpu_supply.get(obj.name),
             )
         )
     return out
