@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.load import Service
-from bench.serving.measure import Eviction
+from bench.serving.measure import Eviction, write_audit
 from bench.serving.observe import SERVICE_LABEL, Seen, Watcher
 from bench.serving.plan import Plan
 from localcluster import LocalCluster, audit
@@ -104,6 +104,7 @@ class Run:
     evictions: list[Eviction]
     warmup_seconds: float
     late_steps: int  # scale steps sent more than a sync period after they were due
+    writes: dict[str, object] | None = None  # the product lane's audit of the operator's writes
 
 
 class LaneRun:
@@ -196,9 +197,11 @@ class LaneRun:
             time.sleep(rest)
         self.watcher.stop()
         seen = self.watcher.seen.shifted(day0)
+        logged = list(audit.events(self.cluster.audit_log))
+        writes = write_audit(logged, seen, wall0, NAMESPACE) if self.lane == "product" else None
         evictions = [
             Eviction(e.name, (e.at - wall0).total_seconds())
-            for e in audit.events(self.cluster.audit_log)
+            for e in logged
             if e.user == KARPENTER_USER
             and e.resource == "pods"
             and e.subresource == "eviction"
@@ -206,7 +209,7 @@ class LaneRun:
             and e.namespace == NAMESPACE
             and 200 <= e.code < 300
         ]
-        return Run(self.lane, self.repeat, seen, evictions, self.warmup, late)
+        return Run(self.lane, self.repeat, seen, evictions, self.warmup, late, writes)
 
     def _scale(self, name: str, replicas: int) -> None:
         url = f"{self.cluster.server}/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}/scale"

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from functools import cache
 
 from bench.serving.observe import NodeSeen, PodSeen, Seen
 from bench.serving.plan import Plan
+from localcluster import write_checks
+from localcluster.audit import AuditEvent
+from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE
 from localcluster.karpenter import Catalog
 
 
@@ -230,4 +234,48 @@ def lane_figures(
         ),
         "pending_by_gpus": pending(seen, sizes, end, k),
         "watch_errors": len(seen.errors),
+        "pods": pods_seen(seen),
+    }
+
+
+def pods_seen(seen: Seen) -> dict[str, object]:
+    """Which scheduler the lane's pods named, and how many ever carried a deletion cost."""
+    by_scheduler: dict[str, int] = {}
+    for p in seen.pods.values():
+        by_scheduler[p.scheduler] = by_scheduler.get(p.scheduler, 0) + 1
+    return {
+        "total": len(seen.pods),
+        "by_scheduler": by_scheduler,
+        "costed": sum(1 for p in seen.pods.values() if p.costed),
+    }
+
+
+def write_audit(
+    events: Sequence[AuditEvent], seen: Seen, day0: datetime, namespace: str
+) -> dict[str, object]:
+    """The whole run's audit of the operator's writes while Karpenter removed nodes: writes
+    to pods and nodes already gone (`seen`'s times are seconds from `day0`), writes outside
+    what it owns, and deletion costs that changed hands more than once."""
+    gone = {
+        ("pods", f"{namespace}/{p.name}"): day0 + timedelta(seconds=p.gone)
+        for p in seen.pods.values()
+        if p.gone is not None
+    }
+    gone |= {
+        ("nodes", f"/{n.name}"): day0 + timedelta(seconds=n.gone)
+        for n in seen.nodes.values()
+        if n.gone is not None
+    }
+    attempts = write_checks.operator_attempts(events)
+    to_gone = write_checks.writes_to_gone(attempts, gone)
+    unowned = write_checks.unowned_writes(attempts, RELEASE_NAMESPACE)
+    hands = write_checks.changed_hands(events, [namespace])
+    return {
+        "writes": len(attempts),
+        **asdict(to_gone),
+        "to_gone": to_gone.to_gone,
+        "unowned": len(unowned),
+        "unowned_examples": unowned[:5],
+        "changed_hands_twice": len(hands),
+        "changed_hands_examples": dict(list(hands.items())[:5]),
     }

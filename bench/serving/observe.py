@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localcluster.karpenter import CAPACITY_TYPE, GPU, INSTANCE_TYPE, NODEPOOL_LABEL
+from schedpolicy.core.wellknown import COST_ANNOTATION
 
 SERVICE_LABEL = "b7-service"
 
@@ -42,6 +43,8 @@ class PodSeen:
     ready: float | None = None
     deleting: float | None = None
     gone: float | None = None
+    scheduler: str = ""
+    costed: bool = False  # carried a pod-deletion-cost at some point
 
 
 @dataclass
@@ -175,6 +178,9 @@ class Watcher:
         if seen is None:
             service = (meta.get("labels") or {}).get(SERVICE_LABEL, "")
             seen = self.seen.pods[meta["uid"]] = PodSeen(meta["name"], service, at)
+            seen.scheduler = pod.get("spec", {}).get("schedulerName", "")
+        if COST_ANNOTATION in (meta.get("annotations") or {}):
+            seen.costed = True
         node = pod.get("spec", {}).get("nodeName") or ""
         if node and seen.bound is None:
             seen.node, seen.bound = node, at

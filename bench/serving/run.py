@@ -187,6 +187,7 @@ def run_b7(
                 "repeat": r.repeat,
                 "warmup_s": round(r.warmup_seconds, 1),
                 "late_steps": r.late_steps,
+                "operator_writes": r.writes,
                 **figures[(r.lane, r.repeat)],
                 "series": measure.series(r.seen, plan, catalog),
             }

@@ -309,10 +309,13 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
 
     required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     stored = required.node_selector_terms
-    assert len(stored) == 2
-    for own, term in zip(own_terms, stored, strict=True):
-        keys = [e.key for e in term.match_expressions]
-        assert keys == [own["matchExpressions"][0]["key"], MODEL, MEMORY]
+    # Each own term with the label requirements, then each again with the instance types
+    # Karpenter could launch (on nodes of a NodePool only, which these fake nodes are not).
+    launch = ["node.kubernetes.io/instance-type", "karpenter.sh/nodepool", MODEL]
+    assert [[e.key for e in term.match_expressions] for term in stored] == [
+        *([own["matchExpressions"][0]["key"], MODEL, MEMORY] for own in own_terms),
+        *([own["matchExpressions"][0]["key"], *launch] for own in own_terms),
+    ]
     # The g5 term can no longer match (A10G), so only the p5 term places the pod.
     assert pod.spec.node_name == nodes["p5"].name
 
