@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.replay.plan import Shape
 from localcluster.binaries import REPO
 
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "servegen-llm" / "load_10min.csv"
@@ -73,8 +74,8 @@ class Service:
     max_replicas: int
 
     @property
-    def serving(self) -> bool:
-        return self.gpus > 0
+    def shape(self) -> Shape:
+        return Shape(self.name, self.gpus, self.cpu, self.memory)
 
 
 def _columns(path: Path, header: Iterable[str] | None, wanted: Iterable[str]) -> None:

@@ -4,33 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-FIGURE_NAMES = {
-    "gpu_node_hours": "GPU node-hours",
-    "gpu_dollars": "GPU $",
-    "dollars": "all $",
-    "serving_pods_disrupted": "serving pods disrupted",
-    "serving_pods_evicted": "of them evicted",
-    "gpu_hours_provisioned": "GPU-hours provisioned",
-    "provisioned_over_needed": "provisioned / needed",
-    "nodes_launched": "nodes launched",
-    "nodes_emptied": "nodes emptied",
-    "nodes_consolidated_moving_pods": "nodes consolidated by moving pods",
-}
-
-
-def _range(s: dict[str, float | None]) -> str:
-    if s["median"] is None:
-        return "-"
-    if s["min"] == s["max"]:
-        return f"{s['median']:g}"
-    return f"{s['median']:g} ({s['min']:g}-{s['max']:g})"
-
-
-def _verdict(c: dict[str, Any]) -> str:
-    ratio = c["ratio_of_medians"]
-    if ratio is None:
-        return "-"
-    return f"{ratio:.2f}x" + (" **real**" if c["ranges_apart"] else " (ranges overlap)")
+from bench.replay.section import audit_lines, figures_table, pending_table
 
 
 def goals(r: dict[str, Any]) -> list[tuple[str, bool | None]]:
@@ -76,35 +50,7 @@ def goals(r: dict[str, Any]) -> list[tuple[str, bool | None]]:
 
 
 def section_b7(r: dict[str, Any]) -> list[str]:
-    p, lanes = r["plan"], r["lanes"]
-    names = list(lanes)
-    header = (
-        "| figure (trace clock) | "
-        + " | ".join(names)
-        + " | "
-        + " | ".join(f"{n} / alone" for n in r["compared"] if n != "product_vs_profile")
-        + " | product / profile |"
-    )
-    rows = [header, "|" + "---|" * (header.count("|") - 1)]
-    for key, title in FIGURE_NAMES.items():
-        cells = [_range(lanes[n][key]) for n in names]
-        ratios = [_verdict(c[key]) for n, c in r["compared"].items() if n != "product_vs_profile"]
-        pp = r["compared"].get("product_vs_profile")
-        rows.append(
-            f"| {title} | " + " | ".join([*cells, *ratios, _verdict(pp[key]) if pp else "-"]) + " |"
-        )
-    sizes = sorted({s for n in names for s in lanes[n]["pending_p95_s"]}, key=int)
-    pend = [
-        "| scale-up pending, s (p50 / p95) | " + " | ".join(names) + " |",
-        "|---|" + "---|" * len(names),
-    ]
-    for size in sizes:
-        cells = [
-            f"{_range(lanes[n]['pending_p50_s'][size])} / {_range(lanes[n]['pending_p95_s'][size])}"
-            for n in names
-        ]
-        label = f"{size}-GPU replicas" if size != "0" else "CPU frontends"
-        pend.append(f"| {label} | " + " | ".join(cells) + " |")
+    p = r["plan"]
     checks = goals(r)
     bound = r["offline_bound"]
     return [
@@ -124,9 +70,9 @@ def section_b7(r: dict[str, Any]) -> list[str]:
         " median (min-max); a ratio of medians is **real** only when the two ranges do not"
         " overlap. Hours and dollars are on the trace's clock (replay x compression).",
         "",
-        *rows,
+        *figures_table(r),
         "",
-        *pend,
+        *pending_table(r),
         "",
         f"GPU-hours the replicas asked for: {r['gpu_hours_needed']}. Offline bound (every"
         " instant packed onto as few 8-GPU nodes as hold it, and onto the cheapest spot nodes):"
@@ -136,6 +82,8 @@ def section_b7(r: dict[str, Any]) -> list[str]:
             f"- {goal}: {'met' if ok else 'not met' if ok is not None else 'not measured'}"
             for goal, ok in checks
         ],
+        "",
+        *audit_lines(r),
         "",
         "![B7](results/b7-serving.png)",
     ]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.replay.plan import PlanError, Timers
 from bench.serving import load
-from bench.serving.plan import PlanError, Timers, make_plan
+from bench.serving.hpa_plan import make_plan
 
 HEADER = "service,bucket_start_s,requests_per_s,input_tokens,output_tokens,token_coverage\n"
 SERVICES_HEADER = "name,model,gpus,cpu,memory,target_rps,min_replicas,max_replicas\n"

@@ -1,4 +1,4 @@
-"""B7's figures for one lane run, from what the watches saw and the audit log held. Pure.
+"""A replay lane's figures, from what the watches saw and the audit log held. Pure.
 
 Times are replay seconds from the day's start; figures in hours and dollars are converted to
 the trace's clock (x compression), which is what a cluster would have paid for that day.
@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from bench.serving.observe import NodeSeen, PodSeen, Seen
-from bench.serving.plan import Plan
+from bench.replay.observe import NodeSeen, PodSeen, Seen
+from bench.replay.plan import Plan
 from localcluster import write_checks
 from localcluster.audit import AuditEvent
 from localcluster.chart import NAMESPACE as RELEASE_NAMESPACE

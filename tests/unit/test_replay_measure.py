@@ -6,22 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.serving import load, measure
-from bench.serving.observe import NodeSeen, PodSeen, Seen
-from bench.serving.plan import Plan, Step, Timers
+from bench.replay import measure
+from bench.replay.observe import NodeSeen, PodSeen, Seen
+from bench.replay.plan import Plan, Shape, Step, Timers
 from localcluster.karpenter import load_catalog
 
 CATALOG = load_catalog()
-SERVICES = (
-    load.Service("lm", "m", 1, "4", "1Gi", 10, 1, 10),
-    load.Service("big", "m", 8, "4", "1Gi", 10, 1, 10),
-    load.Service("fe", "*", 0, "1", "1Gi", 10, 1, 10),
-)
+SERVICES = (Shape("lm", 1, "4", "1Gi"), Shape("big", 8, "4", "1Gi"), Shape("fe", 0, "1", "1Gi"))
 
 
 def plan(steps: tuple[Step, ...] = (), initial: dict[str, int] | None = None) -> Plan:
     # Two buckets at 30x: 40 s of replay, 20 minutes of the day.
-    return Plan(SERVICES, 0, 2, Timers(), initial or {"lm": 4, "big": 1, "fe": 1}, steps)
+    return Plan(SERVICES, 0, 1200, Timers(), initial or {"lm": 4, "big": 1, "fe": 1}, steps)
 
 
 def node(

@@ -1,4 +1,4 @@
-"""What the apiserver stored during a B7 lane, as it happened: two watches (nodes, and the
+"""What the apiserver stored during a replay lane, as it happened: two watches (nodes, and the
 lane's pods) that keep each object's first sight, binding, readiness and end, on the lane's
 clock. Watches rather than polling: nine lanes side by side on two cores cannot afford a
 kubectl a second each.
@@ -18,7 +18,7 @@ from typing import Any
 from localcluster.karpenter import CAPACITY_TYPE, GPU, INSTANCE_TYPE, NODEPOOL_LABEL
 from schedpolicy.core.wellknown import COST_ANNOTATION
 
-SERVICE_LABEL = "b7-service"
+SERVICE_LABEL = "replay-service"
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""One B7 lane run: a fresh cluster with Karpenter and no nodes, the plan's Deployments at
-their first replicas, then the day, step by step, and what it cost.
+"""One lane run: a fresh cluster with Karpenter and no nodes, the plan's Deployments at
+their first replicas, then the plan, step by step, and what it cost.
 
 The lanes differ only in what schedules and costs the pods:
 - karpenter-alone: the default scheduler, no policy, no costs;
 - profile: the pods name the chart's scheduler profile (MostAllocated on GPUs) themselves;
-- product: the controller and the webhook run, and a policy hints the profile, keeps CPU
-  pods off GPU nodes, and writes GPU-fill deletion costs with Karpenter's disruption cost.
+- product: the controller and the webhook run under the workload's policy, which hints the
+  profile and writes deletion costs with Karpenter's disruption cost.
 """
 
 from __future__ import annotations
@@ -14,19 +14,18 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.serving.load import Service
-from bench.serving.measure import Eviction, write_audit
-from bench.serving.observe import SERVICE_LABEL, Seen, Watcher
-from bench.serving.plan import Plan
+from bench.replay.measure import Eviction, write_audit
+from bench.replay.observe import SERVICE_LABEL, Seen, Watcher
+from bench.replay.plan import Plan, Shape
 from localcluster import LocalCluster, audit
 from localcluster.binaries import REPO
 from localcluster.karpenter import GPU, KarpenterOptions
 
-NAMESPACE = "b7-serving"
 SCHEDULER = "schedpolicy-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
 LANES = ("karpenter-alone", "profile", "product")
@@ -36,35 +35,22 @@ KARPENTER_USER = "karpenter"
 STARTUP_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
 
 
-def policy() -> dict[str, Any]:
-    return {
-        "apiVersion": "schedpolicy.io/v1alpha1",
-        "kind": "SchedulingPolicy",
-        "metadata": {"name": "b7-serving"},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-            "placement": {"schedulerName": SCHEDULER, "avoidGPUNodes": True},
-            "deletionCost": {
-                # GPU fill on GPU nodes, CPU fill for the frontends on CPU nodes: the replicas
-                # on the emptiest nodes go first, so scale-downs empty whole nodes.
-                "signals": [
-                    {
-                        "type": "NodeConsolidation",
-                        "nodeConsolidation": {"resources": [GPU, "cpu"], "points": 1000},
-                    }
-                ],
-                "min": 0,
-                "max": 1000,
-                # HPA-speed timers: 1 s of replay is 30 s of the day.
-                "minUpdateIntervalSeconds": 1,
-                "karpenterDisruptionCost": {},
-            },
-        },
-    }
+@dataclass(frozen=True)
+class Workload:
+    """What a benchmark replays: its namespace, its plan, and the policy of its product lane
+    (which must select the namespace)."""
+
+    namespace: str
+    plan: Plan
+    policy: Mapping[str, Any]
+
+
+def namespace_selector(namespace: str) -> dict[str, Any]:
+    return {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
 
 
 def deployment(
-    service: Service, replicas: int, startup: float, scheduler: str | None
+    service: Shape, namespace: str, replicas: int, startup: float, scheduler: str | None
 ) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": service.cpu, "memory": service.memory}}
     if service.gpus:
@@ -79,7 +65,7 @@ def deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": service.name, "namespace": NAMESPACE},
+        "metadata": {"name": service.name, "namespace": namespace},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},
@@ -110,8 +96,9 @@ class Run:
 class LaneRun:
     """A lane on its own cluster: `prepare()` (cluster, Deployments, warm-up), then `day()`."""
 
-    def __init__(self, lane: str, repeat: int, plan: Plan, workdir: Path) -> None:
-        self.lane, self.repeat, self.plan = lane, repeat, plan
+    def __init__(self, lane: str, repeat: int, workload: Workload, workdir: Path) -> None:
+        self.lane, self.repeat, self.workload = lane, repeat, workload
+        self.plan, self.namespace = workload.plan, workload.namespace
         self.cluster = LocalCluster(workdir)
         self.watcher: Watcher | None = None
         self.warmup = 0.0
@@ -122,38 +109,41 @@ class LaneRun:
         cluster.up(
             nodes=[], karpenter_options=KarpenterOptions(consolidate_after=f"{consolidate:g}s")
         )
-        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("create", "namespace", self.namespace)
         if self.lane == "product":
             cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
             cluster.kubectl(
                 "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
             )
             cluster.start_operator()
-            cluster.kubectl("apply", "-f", "-", objects=[policy()])
+            cluster.kubectl("apply", "-f", "-", objects=[self.workload.policy])
             self._wait_for_hints()
-        self.watcher = Watcher(cluster.server, cluster.ssl_context(), NAMESPACE)
+        self.watcher = Watcher(cluster.server, cluster.ssl_context(), self.namespace)
         self.watcher.start()
         started = time.monotonic()
         scheduler = SCHEDULER if self.lane == "profile" else None
         startup = plan.timers.replay(plan.timers.startup)
-        docs = [deployment(s, plan.initial[s.name], startup, scheduler) for s in plan.services]
+        docs = [
+            deployment(s, self.namespace, plan.initial[s.name], startup, scheduler)
+            for s in plan.services
+        ]
         cluster.kubectl("create", "-f", "-", objects=docs)
         want = sum(plan.initial.values())
         deadline = started + timeout
         while self._ready_pods() < want:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"B7 {self.lane}: {want} replicas not Ready in {timeout}s")
+                raise TimeoutError(f"{self.lane}: {want} replicas not Ready in {timeout}s")
             time.sleep(1)
         self.warmup = time.monotonic() - started
 
     def _wait_for_hints(self, timeout: float = 90) -> None:
         """The webhook answers only once its view has synced; until then the apiserver fails
         open, and a pod would go unhinted."""
-        probe = deployment(self.plan.services[0], 1, 0, None)["spec"]["template"]
+        probe = deployment(self.plan.services[0], self.namespace, 1, 0, None)["spec"]["template"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "b7-probe", "namespace": NAMESPACE, **probe["metadata"]},
+            "metadata": {"name": "probe", "namespace": self.namespace, **probe["metadata"]},
             "spec": probe["spec"],
         }
         deadline = time.monotonic() + timeout
@@ -164,7 +154,7 @@ class LaneRun:
             if json.loads(out)["spec"].get("schedulerName") == SCHEDULER:
                 return
             time.sleep(1)
-        raise TimeoutError(f"B7 product: the webhook did not hint a pod within {timeout}s")
+        raise TimeoutError(f"product lane: the webhook did not hint a pod within {timeout}s")
 
     def _ready_pods(self) -> int:
         assert self.watcher is not None
@@ -198,7 +188,8 @@ class LaneRun:
         self.watcher.stop()
         seen = self.watcher.seen.shifted(day0)
         logged = list(audit.events(self.cluster.audit_log))
-        writes = write_audit(logged, seen, wall0, NAMESPACE) if self.lane == "product" else None
+        product = self.lane == "product"
+        writes = write_audit(logged, seen, wall0, self.namespace) if product else None
         evictions = [
             Eviction(e.name, (e.at - wall0).total_seconds())
             for e in logged
@@ -206,13 +197,16 @@ class LaneRun:
             and e.resource == "pods"
             and e.subresource == "eviction"
             and e.verb == "create"
-            and e.namespace == NAMESPACE
+            and e.namespace == self.namespace
             and 200 <= e.code < 300
         ]
         return Run(self.lane, self.repeat, seen, evictions, self.warmup, late, writes)
 
     def _scale(self, name: str, replicas: int) -> None:
-        url = f"{self.cluster.server}/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}/scale"
+        url = (
+            f"{self.cluster.server}/apis/apps/v1/namespaces/{self.namespace}"
+            f"/deployments/{name}/scale"
+        )
         body = json.dumps({"spec": {"replicas": replicas}}).encode()
         request = urllib.request.Request(
             url, body, method="PATCH", headers={"Content-Type": "application/merge-patch+json"}

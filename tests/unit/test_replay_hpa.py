@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.serving.scaler import Behavior, Rule, Scaler
+from bench.replay.hpa import Behavior, Rule, Scaler
 
 
 def run(scaler: Scaler, rates: list[tuple[float, float]]) -> list[int]:

@@ -1,0 +1,95 @@
+"""The tables every replay benchmark's report section shows: each figure per lane as median
+(min-max), the ratios against Karpenter alone and the profile, scale-up pending per GPU size,
+and the audit of the operator's writes in the product lanes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIGURE_NAMES = {
+    "gpu_node_hours": "GPU node-hours",
+    "gpu_dollars": "GPU $",
+    "dollars": "all $",
+    "serving_pods_disrupted": "serving pods disrupted",
+    "serving_pods_evicted": "of them evicted",
+    "gpu_hours_provisioned": "GPU-hours provisioned",
+    "provisioned_over_needed": "provisioned / needed",
+    "nodes_launched": "nodes launched",
+    "nodes_emptied": "nodes emptied",
+    "nodes_consolidated_moving_pods": "nodes consolidated by moving pods",
+}
+
+
+def cell(s: dict[str, float | None]) -> str:
+    if s["median"] is None:
+        return "-"
+    if s["min"] == s["max"]:
+        return f"{s['median']:g}"
+    return f"{s['median']:g} ({s['min']:g}-{s['max']:g})"
+
+
+def verdict(c: dict[str, Any]) -> str:
+    ratio = c["ratio_of_medians"]
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x" + (" **real**" if c["ranges_apart"] else " (ranges overlap)")
+
+
+def figures_table(r: dict[str, Any]) -> list[str]:
+    lanes, compared = r["lanes"], r["compared"]
+    names = list(lanes)
+    against = [n for n in compared if n != "product_vs_profile"]
+    header = (
+        "| figure (trace clock) | "
+        + " | ".join(names)
+        + "".join(f" | {n} / alone" for n in against)
+        + " | product / profile |"
+    )
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    pp = compared.get("product_vs_profile")
+    for key, title in FIGURE_NAMES.items():
+        cells = [cell(lanes[n][key]) for n in names]
+        ratios = [verdict(compared[n][key]) for n in against]
+        rows.append(
+            f"| {title} | " + " | ".join([*cells, *ratios, verdict(pp[key]) if pp else "-"]) + " |"
+        )
+    return rows
+
+
+def pending_table(r: dict[str, Any]) -> list[str]:
+    lanes = r["lanes"]
+    names = list(lanes)
+    sizes = sorted({s for n in names for s in lanes[n]["pending_p95_s"]}, key=int)
+    rows = [
+        "| scale-up pending, s (p50 / p95) | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for size in sizes:
+        cells = [
+            f"{cell(lanes[n]['pending_p50_s'][size])} / {cell(lanes[n]['pending_p95_s'][size])}"
+            if size in lanes[n]["pending_p95_s"]
+            else "-"
+            for n in names
+        ]
+        label = f"{size}-GPU replicas" if size != "0" else "CPU replicas"
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def audit_lines(r: dict[str, Any]) -> list[str]:
+    """The operator's writes in each product run, judged from that cluster's audit log."""
+    audits = [run["operator_writes"] for run in r["runs"] if run.get("operator_writes")]
+    if not audits:
+        return []
+
+    def total(key: str) -> int:
+        return sum(int(a[key]) for a in audits)
+
+    return [
+        f"The operator's writes over {len(audits)} product run(s), from the audit logs:"
+        f" {total('writes')} writes; {total('to_gone')} reached a pod or node already gone"
+        f" ({total('refused_not_found')} refused as not found, {total('succeeded_after_gone')}"
+        f" accepted); {total('refused_guard')} refused by their UID or resourceVersion guard;"
+        f" {total('unowned')} outside what it owns; {total('changed_hands_twice')} cost values"
+        " that changed hands twice.",
+    ]
