@@ -80,16 +80,9 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f"B5g GPU nodes freed: none {f['no_policy']}, CPU fill {f['cpu_fill']}, GPU fill"
             f" {f['gpu_fill']}, ideal {f['ideal']}"
         )
-    if key == "b6-gpu-hours":
-        return "B6 " + "; ".join(
-            f"{name}: {lane['gpu_node_hours_replay']} GPU node-h, x{r['vs_alone'][name]['gpu_node_hours']}"
-            f" of alone, x{r['vs_bound'][name]} of needed GPU-h, 8-GPU p95 pending"
-            f" {lane['pending_8gpu_p95_s']} s"
-            for name, lane in r["lanes"].items()
-        )
-    if key == "b7-serving":
+    if key in ("b6-gpu-hours", "b7-serving"):
         lanes = r["lanes"]
-        return "B7 " + "; ".join(
+        return key[:2].upper() + " " + "; ".join(
             f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
             f" ${lane['dollars']['median']}, {lane['serving_pods_disrupted']['median']} serving"
             " pods disrupted"

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from bench.gpu_hours import section_b6
 from bench.serving.section import section_b7
 
 HERE = Path(__file__).parent
@@ -655,74 +656,6 @@ def _of(lanes: dict[str, Any], key: str) -> str:
 
 def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
-
-
-def section_b6(r: dict[str, Any]) -> list[str]:
-    w, lanes = r["window"], r["lanes"]
-    rows = [
-        "| lane | GPU node-h (replay) | trace-equivalent | $ (replay) | of alone | GPU-h provisioned"
-        " / needed | 8-GPU pending p50 / p95 s | nodes launched / consolidated | mean unallocated |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, lane in lanes.items():
-        rows.append(
-            f"| {name} | {lane['gpu_node_hours_replay']} | {lane['gpu_node_hours_trace']} |"
-            f" {lane['dollars_replay']} | {r['vs_alone'][name]['gpu_node_hours']} |"
-            f" {r['vs_bound'][name]} | {_s(lane['pending_8gpu_p50_s'])} / {_s(lane['pending_8gpu_p95_s'])}"
-            f" | {lane['nodes_provisioned']} / {lane['nodes_consolidated']} |"
-            f" {lane['mean_unallocated_share']} |"
-        )
-    product, alone = lanes.get("product", {}), lanes.get("karpenter-alone", {})
-    goals = [
-        ("whole product ≤ 0.8 of Karpenter-alone GPU node-hours",
-         (r["vs_alone"].get("product", {}).get("gpu_node_hours") or 9) <= 0.8),
-        ("p95 8-GPU pending no worse than alone",
-         (product.get("pending_8gpu_p95_s") or 1e9) <= (alone.get("pending_8gpu_p95_s") or 0)),
-        ("within 1.25 of the packed bound (GPU-hours provisioned / needed)",
-         (r["vs_bound"].get("product") or 9) <= 1.25),
-    ]  # fmt: skip
-    return [
-        "## B6: GPU node-hours on the Alibaba trace, with a real Karpenter",
-        f"{w['tasks']} GPU tasks of the Alibaba cluster-trace-gpu-v2023 (ATC '23), those created"
-        f" in a {w['trace_hours']}-hour window from trace second {w['trace_start_s']}, by GPUs:"
-        f" {w['tasks_by_gpus']}. {w['fractional_rounded_up']} of them ask for a fraction of a"
-        " GPU and get a whole one (Kubernetes has no fractional nvidia.com/gpu). Replayed"
-        f" {w['compression']:g}x faster ({w['replay_seconds']} s per lane) as one-replica"
-        " Deployments into a cluster of Karpenter's nodes only (KWOK provider v1.15; 4- and"
-        " 8-GPU g5 and p4d types, spot and on-demand), a fresh one per lane. Peak GPUs in use:"
-        f" {r['peak_gpus_needed']}. Needed: {r['lower_bound_gpu_hours_replay']} GPU-hours"
-        f" (replay time), {r['lower_bound_8gpu_node_hours_replay']} node-hours of 8-GPU nodes"
-        " packed perfectly.",
-        "",
-        *rows,
-        "",
-        *[f"- {goal}: {'met' if ok else 'not met'}" for goal, ok in goals],
-        "",
-        "What limits these figures:",
-        "- **Node-hours count a 4-GPU and an 8-GPU node alike.** With the profile the pods"
-        " pack onto fewer GPUs of the nodes Karpenter launched, so Karpenter launches smaller"
-        " nodes and removes emptied ones: GPU-hours provisioned"
-        f" ({_of(lanes, 'gpu_hours_provisioned_replay')}) and dollars"
-        f" ({_of(lanes, 'dollars_replay')}) fall by more than node-hours do.",
-        "- **The bound is far below every lane because the tasks are short against a node's"
-        " life.** The median task lives 545 s in the trace, a few seconds here; a node lives at"
-        " least the launch, the pods' lifetimes and Karpenter's consolidateAfter (10 s here),"
-        " and it is charged until it goes or the replay ends. A node launched for one short"
-        " 1-GPU task holds 4 or 8 GPUs for all that time. Perfect packing also ignores that"
-        " GPUs come in nodes of 4 and 8.",
-        "- **Karpenter alone consolidates little here.** The default scheduler spreads 1-GPU"
-        " tasks over every GPU node (LeastAllocated), so nodes seldom empty and are seldom"
-        " underused enough to be worth moving pods; the profile's MostAllocated leaves whole"
-        " nodes free for it to remove.",
-        "- **Pending times are sampled once a second**, so 8-GPU p95s within a second of each"
-        " other (Karpenter's launch of about 3 s dominates them) are one figure.",
-        "- **The product lane adds little over the profile.** The trace's tasks are one"
-        " replica each: a deletion cost orders a ReplicaSet's own scale-down, and there is"
-        " none here. What it adds is the disruption cost Karpenter reads, which only matters"
-        " when Karpenter must choose between underused nodes.",
-        "",
-        "![B6](results/b6-gpu-hours.png)",
-    ]
 
 
 SECTIONS = {

@@ -191,7 +191,7 @@ def draw(result: dict[str, Any], workload: Workload, title: str, path: Path) -> 
     nodes.set_title("GPU nodes")
     cost.set_title("dollars spent (trace clock)")
     for ax in (pods, nodes, cost):
-        ax.set_xlabel("hour of day")
+        ax.set_xlabel("trace hour")
         ax.legend(fontsize=7)
     fig.suptitle(f"{title}, {result['repeats']} repeat(s) per lane")
     fig.tight_layout()
