@@ -27,6 +27,8 @@ class AuditEvent:
     request: Any
     # The pod a bound ServiceAccount token was issued to (empty for other credentials).
     pod: str = ""
+    # When the apiserver received the request (`at` is when it answered).
+    received: datetime | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> AuditEvent:
@@ -41,10 +43,15 @@ class AuditEvent:
             namespace=ref.get("namespace", ""),
             name=ref.get("name", ""),
             code=int((raw.get("responseStatus") or {}).get("code", 0)),
-            at=datetime.fromisoformat(raw["stageTimestamp"].replace("Z", "+00:00")),
+            at=_time(raw["stageTimestamp"]) or datetime.min,
             request=raw.get("requestObject"),
             pod=next(iter(extra.get("authentication.kubernetes.io/pod-name", [])), ""),
+            received=_time(raw.get("requestReceivedTimestamp")),
         )
+
+
+def _time(stamp: str | None) -> datetime | None:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
 
 
 def now() -> datetime:

@@ -191,7 +191,9 @@ class GoneWrites:
 def writes_to_gone(
     attempts: Iterable[AuditEvent], gone: Mapping[tuple[str, str], datetime]
 ) -> GoneWrites:
-    """`gone`: (resource, namespace/name) -> when a watch saw the object deleted."""
+    """`gone`: (resource, namespace/name) -> when a watch saw the object deleted. A write
+    counts as after it when the apiserver received it later: the audit log stamps an answer
+    when it is complete, which may be after a deletion that followed the write."""
     out = GoneWrites()
     for e in attempts:
         if e.resource not in ("pods", "nodes") or e.verb != "patch":
@@ -203,7 +205,7 @@ def writes_to_gone(
         elif e.code in (409, 422):
             out.refused_guard += 1
             continue
-        elif 200 <= e.code < 300 and ended is not None and ended < e.at:
+        elif 200 <= e.code < 300 and ended is not None and ended < (e.received or e.at):
             out.succeeded_after_gone += 1
         else:
             continue

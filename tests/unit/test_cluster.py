@@ -131,6 +131,46 @@ def test_node_changes_that_matter() -> None:
     assert node_record(node("n1", "a")).allocatable_gpus == 8
 
 
+@pytest.mark.parametrize(
+    ("change", "leaving"),
+    [
+        ({}, False),
+        ({"spec": {"taints": [{"key": "karpenter.sh/disruption", "effect": "NoSchedule"}]}}, True),
+        (
+            {
+                "spec": {
+                    "taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]
+                }
+            },
+            True,
+        ),
+        # The cluster autoscaler's soft mark says "maybe later", not "now".
+        (
+            {
+                "spec": {
+                    "taints": [
+                        {
+                            "key": "DeletionCandidateOfClusterAutoscaler",
+                            "effect": "PreferNoSchedule",
+                        }
+                    ]
+                }
+            },
+            False,
+        ),
+        ({"metadata": {"name": "n1", "deletionTimestamp": "2026-12-06T00:00:00Z"}}, True),
+    ],
+)
+def test_a_node_being_drained_or_deleted_is_leaving_and_its_pods_are_looked_at(
+    change: dict[str, Any], leaving: bool
+) -> None:
+    view = ClusterView()
+    view.upsert_node(node("n1", "a"))
+    record, affected = view.upsert_node({**node("n1", "a"), **change})
+    assert record.leaving is leaving
+    assert bool(affected.nodes) is leaving
+
+
 def test_only_a_change_of_eligible_zones_touches_every_pod() -> None:
     view = ClusterView()
     view.upsert_node(node("n1", "a"))

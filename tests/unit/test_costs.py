@@ -305,9 +305,15 @@ def state(
     rs: bool = True,
     active: bool = True,
     scheduled: bool = True,
+    leaving: bool = False,
 ) -> PodCostState:
     return PodCostState(
-        replicaset_owned=rs, active=active, scheduled=scheduled, current=current, ours=ours
+        replicaset_owned=rs,
+        active=active,
+        scheduled=scheduled,
+        current=current,
+        ours=ours,
+        node_leaving=leaving,
     )
 
 
@@ -327,6 +333,9 @@ def state(
         (state("100", ours=True, rs=False), "p", SPEC, None, "remove", "not-replicaset"),
         (state(None, rs=False), "p", SPEC, None, "none", "not-replicaset"),
         (state("100", ours=True, active=False), None, None, None, "none", "terminating"),
+        # A node being drained: its pods are about to be evicted, and a write would race that.
+        (state(leaving=True), "p", SPEC, DECIDED, "none", "node-leaving"),
+        (state("100", ours=True, leaving=True), None, None, None, "none", "node-leaving"),
         (state(scheduled=False), "p", SPEC, DECIDED, "none", "unscheduled"),
         (state("100", ours=True, scheduled=False), "p", SPEC, DECIDED, "none", "unscheduled"),
     ],

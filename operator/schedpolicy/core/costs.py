@@ -377,6 +377,7 @@ class PodCostState:
     ours: bool  # whether our field manager owns the stored value
     karpenter_current: str | None = None  # the stored karpenter.sh/disruption-cost
     karpenter_ours: bool = False
+    node_leaving: bool = False  # its node is being deleted or drained by an autoscaler
 
 
 def plan(
@@ -389,11 +390,16 @@ def plan(
 
     Only ReplicaSet-owned pods get a cost; a value someone else wrote is left
     alone unless the policy takes over; a held decision (untrustworthy sample),
-    a pod not yet bound to a node and a pod on its way out are left as they are;
+    a pod not yet bound to a node, a pod on its way out and the pods of a node that is
+    being drained are left as they are;
     our own value is removed when no policy governs the pod any more.
     """
     if not pod.active:
         return CostPlan("none", None, "terminating", policy, decision)
+    if pod.node_leaving:
+        # Every pod there is about to be evicted: no scale-down will choose among them, and
+        # a write would race the eviction.
+        return CostPlan("none", None, "node-leaving", policy, decision)
     ours_karpenter = pod.karpenter_current if pod.karpenter_ours else None
     if not pod.replicaset_owned or policy is None or spec is None or decision is None:
         if pod.current is not None and pod.ours:

@@ -199,7 +199,7 @@ class ClusterView:
         old = self.nodes.get(new.name)
         self.nodes[new.name] = new
         affected = Affected()
-        if old is None or (old.labels, old.allocatable) != (new.labels, new.allocatable):
+        if old is None or _cost_inputs(old) != _cost_inputs(new):
             affected.nodes.add(new.name)
         if old is None or old.labels.get(INSTANCE_TYPE_LABEL) != new.labels.get(
             INSTANCE_TYPE_LABEL
@@ -340,3 +340,8 @@ class ClusterView:
             return False
         self._scraped[key] = reading
         return True
+
+
+def _cost_inputs(node: NodeRecord) -> tuple[object, ...]:
+    """What of a node its pods' costs read."""
+    return (node.labels, node.allocatable, node.leaving)

@@ -102,6 +102,11 @@ class PodCost:
     plan: costs.CostPlan
 
 
+def _leaving(view: ClusterView, node_name: str | None) -> bool:
+    node = view.nodes.get(node_name) if node_name else None
+    return node is not None and node.leaving
+
+
 def pod_cost(
     view: ClusterView,
     pod: PodRecord,
@@ -126,6 +131,7 @@ def pod_cost(
         ours=FIELD_MANAGER in pod.cost_managers,
         karpenter_current=pod.karpenter_cost,
         karpenter_ours=FIELD_MANAGER in pod.karpenter_cost_managers,
+        node_leaving=_leaving(view, pod.node_name),
     )
     return PodCost(
         pod, match, decision, costs.plan(state, policy.name if policy else None, spec, decision)

@@ -22,6 +22,7 @@ from schedpolicy.core.matching import Policy
 from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
+    DRAIN_TAINTS,
     GPU_RESOURCE,
     KARPENTER_COST_ANNOTATION,
     ZONE_LABEL,
@@ -313,6 +314,8 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     ready: bool
     unschedulable: bool
     label_managers: Mapping[str, frozenset[str]]  # label key -> field managers owning it
+    # Being deleted, or tainted by a node autoscaler that is draining it.
+    leaving: bool = False
 
     @property
     def zone(self) -> str | None:
@@ -353,6 +356,8 @@ def node_record(body: Mapping[str, Any] | wire.Node, shared: Shared = SHARED) ->
         ready=ready,
         unschedulable=node.spec.unschedulable,
         label_managers=_label_managers(meta.managed_fields or ()),
+        leaving=meta.deletion_timestamp is not None
+        or any(t.key in DRAIN_TAINTS and t.effect == "NoSchedule" for t in node.spec.taints or ()),
     )
 
 

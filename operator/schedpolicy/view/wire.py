@@ -97,8 +97,14 @@ class Pod(_Wire):
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
+class Taint(_Wire):
+    key: str = ""
+    effect: str = ""
+
+
 class NodeSpec(_Wire):
     unschedulable: bool = False
+    taints: list[Taint] | None = None
 
 
 class NodeStatus(_Wire):
