@@ -82,11 +82,15 @@ def headline(key: str, r: dict[str, Any]) -> str:
         )
     if key in ("b6-gpu-hours", "b7-serving"):
         lanes = r["lanes"]
-        return key[:2].upper() + " " + "; ".join(
-            f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
-            f" ${lane['dollars']['median']}, {lane['serving_pods_disrupted']['median']} serving"
-            " pods disrupted"
-            for name, lane in lanes.items()
+        return (
+            key[:2].upper()
+            + " "
+            + "; ".join(
+                f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
+                f" ${lane['dollars']['median']}, {lane['serving_pods_disrupted']['median']} serving"
+                " pods disrupted"
+                for name, lane in lanes.items()
+            )
         )
     return (
         f"B5 nodes emptied {r['nodes_emptied']['with_policy']} vs none {r['nodes_emptied']['without_policy']}"

@@ -35,7 +35,7 @@ from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess, controller
 from localcluster.ports import free_port
 from localcluster.webhook import LoopbackWebhook
-from schedpolicy.core.api import Placement
+from schedpolicy.core.placement.api import Placement
 
 NAMESPACE = "bench-webhook"
 RATE = 100  # creates per second

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from localcluster.audit import OPERATOR_USER, AuditEvent
-from schedpolicy.core.api import is_reserved_label_domain
+from schedpolicy.core.policy.model import is_reserved_label_domain
 from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
 
 COST_KEYS = (COST_ANNOTATION, KARPENTER_COST_ANNOTATION)

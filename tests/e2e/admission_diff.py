@@ -23,7 +23,7 @@ import jsonpatch
 from kubernetes_asyncio import client
 
 from schedpolicy.core.api import SchedulingPolicySpec
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import admission
 from tests.e2e.kubeobjects import PAUSE_IMAGE

@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
-from schedpolicy.core import admission_policy
+from schedpolicy.core.placement import compiler as admission_policy
 from tests.e2e import admission_diff as diff
 
 pytestmark = pytest.mark.e2e

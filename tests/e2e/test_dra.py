@@ -18,7 +18,7 @@ from localcluster import dra_driver as drv
 from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
 from schedpolicy.app import explain
-from schedpolicy.core.dra import EXTENDED_CLAIM_ANNOTATION as EXTENDED
+from schedpolicy.core.gpu.dra import EXTENDED_CLAIM_ANNOTATION as EXTENDED
 from schedpolicy.shell.kube import Kube
 from tests.e2e.kubeobjects import deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json

@@ -27,7 +27,7 @@ from kubernetes_asyncio import client
 from localcluster import LocalCluster, chart
 from localcluster.operator_process import OperatorProcess, running
 from localcluster.webhook import LoopbackWebhook
-from schedpolicy.core import admission_policy
+from schedpolicy.core.placement import compiler as admission_policy
 from tests.e2e import admission_diff as diff
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually, scheduled_by, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy

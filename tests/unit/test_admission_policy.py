@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core import admission_policy as ap
-from schedpolicy.core.api import LabelSelector, SchedulingPolicySpec
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.api import SchedulingPolicySpec
+from schedpolicy.core.placement import cel as cel_text
+from schedpolicy.core.placement import compiler as ap
+from schedpolicy.core.placement.compiled_affinity import MAX_INSTANCE_TYPE_VALUES
+from schedpolicy.core.policy.matching import Policy
+from schedpolicy.core.policy.model import LabelSelector
 
 
 def policy(name: str, priority: int = 0, uid: str = "", **spec: Any) -> Policy:
@@ -30,7 +33,7 @@ def policy(name: str, priority: int = 0, uid: str = "", **spec: Any) -> Policy:
     ],
 )
 def test_strings_are_quoted_and_escaped(value: str, cel: str) -> None:
-    assert ap.cel_string(value) == cel
+    assert cel_text.cel_string(value) == cel
 
 
 @pytest.mark.parametrize(
@@ -44,7 +47,7 @@ def test_strings_are_quoted_and_escaped(value: str, cel: str) -> None:
     ],
 )
 def test_values_wrap_every_element_in_dyn(value: Any, cel: str) -> None:
-    assert ap.cel_value(value) == cel
+    assert cel_text.cel_value(value) == cel
 
 
 @pytest.mark.parametrize(
@@ -69,7 +72,7 @@ def test_selectors_compile_with_kubernetes_semantics(
     selector: dict[str, Any] | None, cel: str
 ) -> None:
     parsed = LabelSelector.model_validate(selector) if selector is not None else None
-    assert ap.selector_cel(parsed, "L") == cel
+    assert cel_text.selector_cel(parsed, "L") == cel
 
 
 def test_names_stay_dns_subdomains() -> None:
@@ -138,7 +141,7 @@ def test_the_digest_follows_the_inventory() -> None:
 
 def test_past_its_bounds_a_policy_stays_on_the_webhook() -> None:
     mine = policy("mine", placement={"instanceTypes": [{"prefix": "p5", "weight": 10}]})
-    types = [f"p5.{i}xlarge" for i in range(ap.MAX_INSTANCE_TYPE_VALUES + 1)]
+    types = [f"p5.{i}xlarge" for i in range(MAX_INSTANCE_TYPE_VALUES + 1)]
     out = ap.compile_policy(mine, [mine], instance_types=types, excluded_namespaces=())
     assert isinstance(out, ap.Inexpressible)
     assert out.feature == "instanceTypes"

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core import admission_policy as ap
-from schedpolicy.core import admission_routing as routing
-from schedpolicy.core.admission_routing import Route, Stored
 from schedpolicy.core.api import SchedulingPolicySpec
-from schedpolicy.core.matching import Policy
-from schedpolicy.core.policy_status import Observation, desired_status, summary
+from schedpolicy.core.placement import compiler as ap
+from schedpolicy.core.placement import routing
+from schedpolicy.core.placement.routing import Route, Stored
+from schedpolicy.core.policy.matching import Policy
+from schedpolicy.core.policy.status import Observation, desired_status, summary
 
 
 def policy(name: str, **spec: Any) -> Policy:

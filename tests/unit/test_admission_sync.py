@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from schedpolicy.core.admission_policy import Compiled
-from schedpolicy.core.admission_routing import MATCH_CONDITION, Route, Stored
+from schedpolicy.core.placement.compiler import Compiled
+from schedpolicy.core.placement.routing import MATCH_CONDITION, Route, Stored
 from schedpolicy.shell.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.shell.kube import Kube, Refused
 from schedpolicy.view.cluster import ClusterView

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from prometheus_client import REGISTRY
 
-from schedpolicy.core.policy_status import Observation
+from schedpolicy.core.policy.status import Observation
 from schedpolicy.shell import metrics
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube

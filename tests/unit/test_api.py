@@ -7,6 +7,7 @@ import yaml
 
 from localcluster.binaries import REPO
 from schedpolicy.core import api
+from schedpolicy.core.policy.model import is_reserved_label_domain
 from tests.e2e.policies import MalformedCase, malformed
 
 EXAMPLES = sorted(
@@ -84,7 +85,7 @@ def test_wire_form_is_camel_case_without_nulls() -> None:
     ],
 )
 def test_reserved_label_domains(prefix: str, reserved: bool) -> None:
-    assert api.is_reserved_label_domain(prefix) is reserved
+    assert is_reserved_label_domain(prefix) is reserved
 
 
 @pytest.mark.parametrize(

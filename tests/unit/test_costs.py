@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from localcluster.binaries import REPO
-from schedpolicy.core.api import DeletionCost
-from schedpolicy.core.costs import (
+from schedpolicy.core.deletion_cost.api import DeletionCost
+from schedpolicy.core.deletion_cost.costs import (
     CostDecision,
     CostInputs,
     PodCostState,
@@ -17,7 +17,7 @@ from schedpolicy.core.costs import (
     decide,
     plan,
 )
-from schedpolicy.core.samples import Rejection, Sample
+from schedpolicy.core.deletion_cost.samples import Rejection, Sample
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ZONE = "topology.kubernetes.io/zone"

@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 
 from localcluster.binaries import REPO
-from schedpolicy.core import api, crd
+from schedpolicy.core import api
+from schedpolicy.core.policy import crd
 
 COMMITTED = REPO / "crds" / "schedulingpolicies.schedpolicy.io.yaml"
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core.api import DeletionCost, NodeConsolidationSignal, SpecError, parse_spec
-from schedpolicy.core.costs import CostInputs, amount, decide, node_fill
+from schedpolicy.core.api import SpecError, parse_spec
+from schedpolicy.core.consolidation.api import NodeConsolidationSignal
+from schedpolicy.core.consolidation.fill import amount, node_fill
+from schedpolicy.core.deletion_cost.api import DeletionCost
+from schedpolicy.core.deletion_cost.costs import CostInputs, decide
 from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView, node_record, pod_record
 

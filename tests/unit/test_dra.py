@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from localcluster import dra_driver as drv
-from schedpolicy.core import costs, dra, gpu
-from schedpolicy.core.api import GPULabels, NodeConsolidationSignal, SpecError, parse_spec
-from schedpolicy.core.device_selectors import DeviceView, SelectorError, evaluate, parse
+from schedpolicy.core.api import SpecError, parse_spec
+from schedpolicy.core.consolidation import fill
+from schedpolicy.core.consolidation.api import NodeConsolidationSignal
+from schedpolicy.core.deletion_cost import costs
+from schedpolicy.core.gpu import dra
+from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu.api import GPULabels
+from schedpolicy.core.gpu.device_selectors import DeviceView, SelectorError, evaluate, parse
 from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView
 from schedpolicy.view.devices import claim_record, slice_record
@@ -300,7 +305,7 @@ def test_consolidation_counts_dra_devices_into_the_gpu_share() -> None:
 def test_extended_requests_and_dra_devices_add_up() -> None:
     """A node with both a device plugin's GPUs and DRA GPUs: both count, each once."""
     share = _view(claim("a", "n1", [0]), count=4).devices.share("n1", ["gpu.nvidia.com"])
-    allocatable, requested = costs.with_devices(
+    allocatable, requested = fill.with_devices(
         "nvidia.com/gpu", {"nvidia.com/gpu": 4000}, {"nvidia.com/gpu": 2000}, share
     )
     assert (allocatable["nvidia.com/gpu"], requested["nvidia.com/gpu"]) == (8000, 3000)

@@ -11,15 +11,11 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core.api import GPULabels
-from schedpolicy.core.gpu import (
-    INSTANCE_TYPES,
-    decide,
-    normalize_product,
-    parse_admitted,
-    parse_memory,
-    plan,
-)
+from schedpolicy.core.gpu.api import GPULabels
+from schedpolicy.core.gpu.instance_table import INSTANCE_TYPES
+from schedpolicy.core.gpu.labels import decide, parse_admitted, plan
+from schedpolicy.core.gpu.products import normalize_product
+from schedpolicy.core.gpu.sources import parse_memory
 from schedpolicy.core.wellknown import (
     GFD_MEMORY,
     GFD_PRODUCT,

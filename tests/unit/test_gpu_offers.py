@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from schedpolicy.core.gpu_offers import (
+from schedpolicy.core.placement.gpu_offers import (
     GPUSupply,
     instance_types_for,
     labelled_matches,
     launch_term,
 )
-from schedpolicy.core.policy_status import Observation, verdicts
+from schedpolicy.core.policy.status import Observation, verdicts
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 

@@ -8,8 +8,8 @@ import jsonpatch
 import pytest
 
 from schedpolicy.core.api import parse_spec
-from schedpolicy.core.hints import decide, gpu_request
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.placement.hints import decide, gpu_request
+from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import HINTS_ANNOTATION
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"

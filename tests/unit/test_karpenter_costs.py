@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schedpolicy.core.api import KARPENTER_VALUE_MAX, DeletionCost
-from schedpolicy.core.costs import CostDecision, PodCostState, plan
-from schedpolicy.core.policy_status import Observation, verdicts
+from schedpolicy.core.deletion_cost.api import KARPENTER_VALUE_MAX, DeletionCost
+from schedpolicy.core.deletion_cost.costs import CostDecision, PodCostState, plan
+from schedpolicy.core.policy.status import Observation, verdicts
 from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
 from schedpolicy.shell.kube import cost_patch, cost_removal_patch
 

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from prometheus_client import REGISTRY
 
-from schedpolicy.core.gpu import LabelPlan
+from schedpolicy.core.gpu.labels import LabelPlan
 from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef, node_label_patch

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core.api import LabelSelector, parse_spec
-from schedpolicy.core.matching import (
+from schedpolicy.core.api import parse_spec
+from schedpolicy.core.policy.matching import (
     Policy,
     conflicts,
     governing_node_policy,
@@ -14,6 +14,7 @@ from schedpolicy.core.matching import (
     selector_matches,
     selectors_may_overlap,
 )
+from schedpolicy.core.policy.model import LabelSelector
 
 
 def sel(**raw: Any) -> LabelSelector:

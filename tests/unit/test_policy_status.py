@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from schedpolicy.core.api import SpecError
-from schedpolicy.core.matching import Conflict
-from schedpolicy.core.policy_status import (
+from schedpolicy.core.policy.matching import Conflict
+from schedpolicy.core.policy.status import (
     Counts,
     Observation,
     desired_status,

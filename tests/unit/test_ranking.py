@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core.ranking import (
+from schedpolicy.core.consolidation.ranking import (
     RankedPod,
     compare,
     rank_pods,

@@ -5,7 +5,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedpolicy.core.samples import Rejection, Sample, check, from_annotation, from_exposition
+from schedpolicy.core.deletion_cost.samples import (
+    Rejection,
+    Sample,
+    check,
+    from_annotation,
+    from_exposition,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 UID = "uid-1"

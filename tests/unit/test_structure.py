@@ -24,8 +24,8 @@ GENERATED_WRITE = re.compile(
 # Declarative tables: an argparse tree and the CRD document read best whole.
 TABLES = {
     ("app/cli.py", "build_parser"),
-    ("core/crd.py", "custom_resource_definition"),
-    ("core/crd.py", "_printer_columns"),
+    ("core/policy/crd.py", "custom_resource_definition"),
+    ("core/policy/crd.py", "_printer_columns"),
 }
 MAX_CLASS, MAX_FUNCTION = 250, 60
 

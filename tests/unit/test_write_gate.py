@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from schedpolicy.core.costs import CostPlan
-from schedpolicy.core.write_gate import Gate, cost_gate
+from schedpolicy.core.deletion_cost.costs import CostPlan
+from schedpolicy.core.deletion_cost.write_gate import Gate, cost_gate
 
 WRITE = CostPlan("write", "100", "changed", policy="p")
 REMOVE = CostPlan("remove", "100", "not-governed", policy=None)

@@ -20,7 +20,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
-from schedpolicy.core import gpu
+from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.shell.admission_sync import AdmissionSettings
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import LeaseSettings
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("explain", "simulate"):
         return _inspect(args)
     if args.command == "crd":
-        from schedpolicy.core.crd import render
+        from schedpolicy.core.policy.crd import render
 
         sys.stdout.write(render())
         return 0

@@ -13,17 +13,12 @@ from typing import Any
 
 import aiohttp
 
-from schedpolicy.core import (
-    admission_routing,
-    api,
-    costs,
-    matching,
-    ranking,
-    timestamps,
-    wellknown,
-    write_gate,
-)
-from schedpolicy.core.gpu import label_keys, parse_owned
+from schedpolicy.core import api, timestamps, wellknown
+from schedpolicy.core.consolidation import fill, ranking
+from schedpolicy.core.deletion_cost import costs, write_gate
+from schedpolicy.core.gpu.labels import label_keys, parse_owned
+from schedpolicy.core.placement import routing as admission_routing
+from schedpolicy.core.policy import matching
 from schedpolicy.core.timestamps import render, seconds_since, to_nanos
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
@@ -206,8 +201,8 @@ def _signal(signal: costs.SignalPoints) -> dict[str, Any]:
             "shares": [
                 {
                     "resource": share.resource,
-                    "requested": costs.amount(share.resource, share.requested),
-                    "allocatable": costs.amount(share.resource, share.allocatable)
+                    "requested": fill.amount(share.resource, share.requested),
+                    "allocatable": fill.amount(share.resource, share.allocatable)
                     if share.advertised
                     else None,
                     "share": float(share.share) if share.advertised else None,

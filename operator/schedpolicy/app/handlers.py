@@ -20,7 +20,7 @@ import kopf
 
 from schedpolicy.app.settings import OperatorState
 from schedpolicy.core import api
-from schedpolicy.core.admission_routing import Route
+from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import feeds, kube, metrics
 from schedpolicy.shell.admission_sync import AdmissionSync
 from schedpolicy.shell.informer import Informer

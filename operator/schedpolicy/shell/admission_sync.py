@@ -1,7 +1,7 @@
 """The leader keeps one MutatingAdmissionPolicy (and binding) per compilable placement
 policy, and narrows the webhook to the pods the others may select.
 
-What to compile is core/admission_policy.py; which path serves which policy, and what to
+What to compile is core/placement/compiler.py; which path serves which policy, and what to
 write, is core/admission_routing.py; the writes are kube.py. This loop decides when: on a
 policy change, when the instance types the compiled CEL names change, and once a minute
 in case someone deleted or edited our objects. Passes are at least `min_interval` apart,
@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from schedpolicy.core import admission_routing as routing
-from schedpolicy.core.admission_policy import Compiled, compile_all
-from schedpolicy.core.admission_routing import Mode, Route, Stored
+from schedpolicy.core.placement import routing
+from schedpolicy.core.placement.compiler import Compiled, compile_all
+from schedpolicy.core.placement.routing import Mode, Route, Stored
 from schedpolicy.shell import metrics
 from schedpolicy.shell.kube import AdmissionObjects, Forbidden, Gone, Kube, KubeError, Refused
 from schedpolicy.view.cluster import ClusterView

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from schedpolicy.core.costs import CostPlan
+from schedpolicy.core.deletion_cost.costs import CostPlan
 from schedpolicy.shell import metrics
 from schedpolicy.shell.clock import Clock
 from schedpolicy.shell.echoes import Echoes

@@ -28,8 +28,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
-from schedpolicy.core import admission_routing, api, gpu, timestamps
-from schedpolicy.core.admission_policy import DIGEST_ANNOTATION, MANAGED_BY, Compiled
+from schedpolicy.core import api, timestamps
+from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.placement import routing as admission_routing
+from schedpolicy.core.placement.compiler import DIGEST_ANNOTATION, MANAGED_BY, Compiled
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
     FIELD_MANAGER,

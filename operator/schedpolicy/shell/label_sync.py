@@ -13,7 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schedpolicy.core import gpu, matching
+from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
 from schedpolicy.shell.echoes import Echoes
 from schedpolicy.shell.events import Events

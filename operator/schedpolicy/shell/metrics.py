@@ -7,7 +7,7 @@ from typing import get_args
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from schedpolicy.core.samples import RejectReason
+from schedpolicy.core.deletion_cost.samples import RejectReason
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",

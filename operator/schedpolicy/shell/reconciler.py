@@ -2,7 +2,7 @@
 
 Watch feeds update the ClusterView and report what a change touched. This loop wakes up,
 plans exactly the pods and nodes affected with the pure core, asks the write gate
-(core/write_gate.py) what to do with each plan, and queues the writes for a small pool of
+(core/deletion_cost/write_gate.py) what to do with each plan, and queues the writes for a small pool of
 workers: the cost writer, the label writer and the status writer do the I/O. One writer
 side makes ordering, deduplication, rate limits and leader election simple.
 
@@ -20,8 +20,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from schedpolicy.core import costs, write_gate
-from schedpolicy.core.admission_routing import Route
+from schedpolicy.core.deletion_cost import costs, write_gate
+from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import heap, metrics
 from schedpolicy.shell.clock import Clock
 from schedpolicy.shell.cost_writer import CostWriter

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from schedpolicy.core.api import PrometheusSource
-from schedpolicy.core.samples import Rejection, Sample, from_exposition
+from schedpolicy.core.deletion_cost.api import PrometheusSource
+from schedpolicy.core.deletion_cost.samples import Rejection, Sample, from_exposition
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view.cluster import Affected, ClusterView, PodRecord
 

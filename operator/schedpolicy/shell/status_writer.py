@@ -1,6 +1,6 @@
 """Writes each SchedulingPolicy's status, and an Event when a condition turns.
 
-What a status says comes from view/reports.py and core/policy_status.py; this writes it
+What a status says comes from view/reports.py and core/policy/status.py; this writes it
 only when something other than timestamps differs, and never twice the same.
 """
 
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from schedpolicy.core import api, timestamps
-from schedpolicy.core.policy_status import (
+from schedpolicy.core.policy.status import (
     Observation,
     desired_status,
     is_problem,

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from schedpolicy.core import matching
+from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
 from schedpolicy.shell.cost_writer import CostWriter
 from schedpolicy.shell.label_sync import LabelSync

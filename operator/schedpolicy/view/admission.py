@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from schedpolicy.core import hints, matching
+from schedpolicy.core.placement import hints
+from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import (
     IGNORE_LABEL,
     PRODUCT_COMPONENTS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
 from schedpolicy.view.records import SHARED, PolicyObject, policy_object

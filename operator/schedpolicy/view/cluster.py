@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core.matching import Policy
-from schedpolicy.core.samples import Rejection, Sample
+from schedpolicy.core.deletion_cost.samples import Rejection, Sample
+from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
 from schedpolicy.view.devices import DeviceIndex

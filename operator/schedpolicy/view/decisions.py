@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from schedpolicy.core import costs, gpu, matching
-from schedpolicy.core.api import MetricSignal
-from schedpolicy.core.dra import DeviceShare
-from schedpolicy.core.samples import Rejection, Sample, from_annotation
+from schedpolicy.core.deletion_cost import costs
+from schedpolicy.core.deletion_cost.api import MetricSignal
+from schedpolicy.core.deletion_cost.samples import Rejection, Sample, from_annotation
+from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu.dra import DeviceShare
+from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
 

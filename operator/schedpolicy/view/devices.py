@@ -1,6 +1,6 @@
 """The DRA part of the view: ResourceSlices, ResourceClaims and DeviceClasses. No I/O.
 
-Each kind is reduced to what core/dra.py reads. The index answers, per node, what its
+Each kind is reduced to what core/gpu/dra.py reads. The index answers, per node, what its
 slices publish and how much of it claims hold, and says which nodes a change touches so
 that only their pods' costs and labels are looked at again. Slices that name no node
 (`allNodes`, a node selector: network-attached devices) are kept out: they are nobody's
@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from schedpolicy.core import dra
-from schedpolicy.core.device_selectors import ClassSelectors, Value, class_selectors
+from schedpolicy.core.gpu import dra
+from schedpolicy.core.gpu.device_selectors import ClassSelectors, Value, class_selectors
 from schedpolicy.view import wire
 from schedpolicy.view.records import as_shape
 

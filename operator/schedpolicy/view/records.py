@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from schedpolicy.core.api import SpecError, parse_spec
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,

@@ -12,9 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schedpolicy.core import gpu, gpu_offers, hints, matching, timestamps
-from schedpolicy.core.admission_routing import Route
-from schedpolicy.core.policy_status import Counts, Observation
+from schedpolicy.core import timestamps
+from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.placement import gpu_offers, hints
+from schedpolicy.core.placement.routing import Route
+from schedpolicy.core.policy import matching
+from schedpolicy.core.policy.status import Counts, Observation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.core.wording import count, pending_message
 from schedpolicy.view.cluster import ClusterView, PolicyObject

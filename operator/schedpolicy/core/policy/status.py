@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core.admission_routing import Route
 from schedpolicy.core.api import ConditionType, SpecError
-from schedpolicy.core.gpu_offers import GPUSupply
-from schedpolicy.core.matching import Conflict
+from schedpolicy.core.placement.gpu_offers import GPUSupply
+from schedpolicy.core.placement.routing import Route
+from schedpolicy.core.policy.matching import Conflict
 from schedpolicy.core.wording import count, verb
 
 

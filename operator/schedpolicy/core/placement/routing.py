@@ -20,13 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from schedpolicy.core import timestamps
-from schedpolicy.core.admission_policy import (
-    DIGEST_ANNOTATION,
-    Compiled,
-    Inexpressible,
-    selector_cel,
-)
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.placement.cel import selector_cel
+from schedpolicy.core.placement.compiler import DIGEST_ANNOTATION, Compiled, Inexpressible
+from schedpolicy.core.policy.matching import Policy
 
 Mode = Literal["webhook", "policy"]
 Path = Literal["MutatingAdmissionPolicy", "Webhook"]

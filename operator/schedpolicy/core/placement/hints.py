@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core import gpu_offers
-from schedpolicy.core.api import DEFAULT_LABEL_PREFIX, Placement
-from schedpolicy.core.gpu import MEMORY_KEY, MODEL_KEY
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.gpu.labels import MEMORY_KEY, MODEL_KEY
+from schedpolicy.core.placement import gpu_offers
+from schedpolicy.core.placement.api import Placement
+from schedpolicy.core.policy.matching import Policy
+from schedpolicy.core.policy.model import DEFAULT_LABEL_PREFIX
 from schedpolicy.core.resources import effective_requests
 from schedpolicy.core.wellknown import (
     EKS_CAPACITY_LABEL,

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from schedpolicy.core.device_selectors import ClassSelectors, DeviceView, Value
+from schedpolicy.core.gpu.device_selectors import ClassSelectors, DeviceView, Value
 from schedpolicy.core.resources import QuantityError, parse_quantity
 
 # Drivers whose devices are GPUs this version can label; their attributes are read as

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from schedpolicy.core.gpu import INSTANCE_TYPES, InstanceGPUs
+from schedpolicy.core.gpu.instance_table import INSTANCE_TYPES, InstanceGPUs
 from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL, KARPENTER_NODEPOOL_LABEL
 
 

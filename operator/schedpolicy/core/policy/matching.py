@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from schedpolicy.core.api import LabelSelector, LabelSelectorRequirement, SchedulingPolicySpec
+from schedpolicy.core.api import SchedulingPolicySpec
+from schedpolicy.core.policy.model import LabelSelector, LabelSelectorRequirement
 
 Capability = Literal["deletionCost", "nodeLabels", "placement"]
 CAPABILITIES: tuple[Capability, ...] = ("deletionCost", "nodeLabels", "placement")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from schedpolicy.core.costs import CostPlan
-from schedpolicy.core.matching import Policy
+from schedpolicy.core.deletion_cost.costs import CostPlan
+from schedpolicy.core.policy.matching import Policy
 
 Verdict = Literal["idle", "sent", "busy", "wait", "write"]
 
