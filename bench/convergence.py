@@ -34,7 +34,8 @@ from localcluster.operator_process import OperatorProcess, controller
 from localcluster.webhook import LoopbackWebhook
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.shell.kube import Credentials, Kube, cost_patch, pointer
-from schedpolicy.view import decisions
+from schedpolicy.view import snapshot
+from schedpolicy.view.deletion_cost import decisions
 
 NAMESPACE = "bench-fleet"
 POLICY = {
@@ -92,7 +93,7 @@ def expected_costs(cluster: LocalCluster) -> dict[str, tuple[str, str, str]]:
     """uid -> (name, value, uid): what the pure core says, from a snapshot of the cluster."""
     nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
     namespaces = json.loads(cluster.kubectl("get", "namespaces", "-o", "json"))["items"]
-    view = decisions.build_view(
+    view = snapshot.build_view(
         policies=[POLICY], nodes=nodes, namespaces=namespaces, pods=fleet.pods(cluster, NAMESPACE)
     )
     out = {}

@@ -25,7 +25,7 @@ from kubernetes_asyncio import client
 from schedpolicy.core.api import SchedulingPolicySpec
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
-from schedpolicy.view import admission
+from schedpolicy.view.placement import review as admission
 from tests.e2e.kubeobjects import PAUSE_IMAGE
 
 # Fields the apiserver sets per request, or that name the namespace the pod was sent to.

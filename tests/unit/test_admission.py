@@ -9,8 +9,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from schedpolicy.view import decisions
-from schedpolicy.view.admission import MalformedReview, hints_for, review
+from schedpolicy.view import snapshot
+from schedpolicy.view.placement.review import MalformedReview, hints_for, review
 
 POLICY = {
     "apiVersion": "schedpolicy.io/v1alpha1",
@@ -61,7 +61,7 @@ def pod(namespace: str = "apps", **labels: str) -> dict[str, Any]:
     ],
 )
 def test_who_may_be_hinted(body: dict[str, Any], hinted: bool) -> None:
-    view = decisions.build_view(
+    view = snapshot.build_view(
         policies=[POLICY],
         namespaces=[{"metadata": {"name": n}} for n in ("apps", "kube-system")],
     )
@@ -80,7 +80,7 @@ def admission_review(obj: dict[str, Any] | None, namespace: str = "apps") -> byt
 
 
 def answered(body: bytes) -> dict[str, Any]:
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     answer = review(body, view, ("kube-system",))
     out: dict[str, Any] = json.loads(answer.body)
     out["result"] = answer.result
@@ -99,7 +99,7 @@ def test_a_review_answers_with_the_decisions_json_patch() -> None:
         "JSONPatch",
     )
     patched = jsonpatch.apply_patch(submitted, json.loads(base64.b64decode(response["patch"])))
-    expected = decisions.build_view(policies=[POLICY])
+    expected = snapshot.build_view(policies=[POLICY])
     decision = hints_for({**pod(app="web")}, expected, ("kube-system",))
     assert decision is not None
     assert patched["spec"]["affinity"] == decision.changes["spec.affinity"]
@@ -123,6 +123,6 @@ def test_a_review_without_hints_allows_the_pod_unchanged(body: bytes) -> None:
 
 @pytest.mark.parametrize("body", [b"", b"{", b'{"request": {}}', b'{"request": {"uid": 3}}', b"[]"])
 def test_a_malformed_review_is_refused_with_the_reason(body: bytes) -> None:
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     with pytest.raises(MalformedReview):
         review(body, view, ())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schedpolicy.core.wellknown import INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
-from schedpolicy.view.admission_view import AdmissionView
+from schedpolicy.view.placement.admission_view import AdmissionView
 
 
 def policy(name: str, spec: dict[str, object]) -> wire.SchedulingPolicy:

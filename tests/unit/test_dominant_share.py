@@ -13,8 +13,8 @@ from schedpolicy.core.consolidation.api import NodeConsolidationSignal
 from schedpolicy.core.consolidation.fill import amount, node_fill
 from schedpolicy.core.deletion_cost.api import DeletionCost
 from schedpolicy.core.deletion_cost.costs import CostInputs, decide
-from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView, node_record, pod_record
+from schedpolicy.view.deletion_cost import decisions
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 GPU = "nvidia.com/gpu"

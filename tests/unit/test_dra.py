@@ -16,9 +16,9 @@ from schedpolicy.core.gpu import dra
 from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.device_selectors import DeviceView, SelectorError, evaluate, parse
-from schedpolicy.view import decisions
+from schedpolicy.view import snapshot
 from schedpolicy.view.cluster import ClusterView
-from schedpolicy.view.devices import claim_record, slice_record
+from schedpolicy.view.gpu.devices import claim_record, slice_record
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 GPU_DEVICE = DeviceView("gpu.nvidia.com", {"gpu.nvidia.com": {"type": "gpu", "index": 3}})
@@ -218,7 +218,7 @@ def claim(name: str, node: str, devices: list[int], extended: bool = False) -> d
 
 
 def _view(*claims: dict[str, Any], count: int = 8) -> ClusterView:
-    return decisions.build_view(
+    return snapshot.build_view(
         resource_slices=[drv.gpu_slice("n1", count)],
         resource_claims=claims,
         device_classes=drv.device_classes(),

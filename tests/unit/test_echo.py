@@ -14,7 +14,7 @@ from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view import wire
 from schedpolicy.view.cluster import ClusterView, pod_record
-from schedpolicy.view.decisions import PodOutcome
+from schedpolicy.view.deletion_cost.decisions import PodOutcome
 from schedpolicy.view.records import only_cost_changed
 from tests.unit.test_cluster import pod
 

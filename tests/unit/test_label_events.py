@@ -10,9 +10,9 @@ from prometheus_client import REGISTRY
 from schedpolicy.core.gpu.labels import LabelPlan
 from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
 from schedpolicy.shell.events import Events
+from schedpolicy.shell.gpu.label_sync import LabelSync
 from schedpolicy.shell.kube import Kube, ObjectRef, node_label_patch
-from schedpolicy.shell.label_sync import LabelSync
-from schedpolicy.view import decisions
+from schedpolicy.view import snapshot
 
 POLICY = {
     "apiVersion": "schedpolicy.io/v1alpha1",
@@ -41,7 +41,7 @@ def test_a_refusal_is_posted_and_counted_once_while_it_lasts() -> None:
         async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
             posted.append((reason, message))
 
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     sync = LabelSync(Kube.__new__(Kube), view, Posted(Kube.__new__(Kube)))
     invalid = node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-INVALID", GFD_MEMORY: "0"})
     before = refusals("mig-invalid")
@@ -68,7 +68,7 @@ def test_a_refusal_is_posted_and_counted_once_while_it_lasts() -> None:
 def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
     """The watch may show our patch before the patch call returns; the next change to the
     node must still be written."""
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     labelled = node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"})
     view.upsert_node(labelled)
     patches: list[dict[str, Any]] = []
@@ -124,7 +124,7 @@ def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
 def test_a_refused_write_is_kept_for_the_policy_status_until_one_succeeds() -> None:
     from schedpolicy.shell.kube import Forbidden
 
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     view.upsert_node(node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"}))
     denial = "ValidatingAdmissionPolicy 'schedpolicy-controller-guard' denied request"
 
@@ -160,7 +160,7 @@ def test_a_refused_write_is_kept_for_the_policy_status_until_one_succeeds() -> N
 
 
 def test_a_refusal_is_forgotten_once_the_policy_no_longer_governs_the_node() -> None:
-    view = decisions.build_view(policies=[POLICY])
+    view = snapshot.build_view(policies=[POLICY])
     view.upsert_node(node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"}))
     changes: list[int] = []
     sync = LabelSync(

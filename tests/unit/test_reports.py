@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.view import decisions, reports
+from schedpolicy.view import reports, snapshot
 from schedpolicy.view.cluster import ClusterView
-from schedpolicy.view.decisions import PodOutcome
+from schedpolicy.view.deletion_cost.decisions import PodOutcome
 from tests.unit.test_cluster import pod
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -69,7 +69,7 @@ def governed(view: ClusterView, *names: str) -> dict[str, PodOutcome]:
 def test_pending_report(
     pods: list[dict[str, Any]], stuck: dict[str, list[str]], waiting_count: int
 ) -> None:
-    view = decisions.build_view(policies=[PLACED], pods=pods)
+    view = snapshot.build_view(policies=[PLACED], pods=pods)
     report = reports.pending_report(view, governed(view, "placed"), NOW, threshold=60)
     assert report.waiting["schedpolicy-scheduler"] == waiting_count
     assert report.schedulers == {"schedpolicy-scheduler"}
@@ -105,7 +105,7 @@ def test_pending_report(
     ids=["clean", "cost-failure", "orphan-failure", "another-install-first", "label-failure"],
 )
 def test_status_problems(found: reports.Findings, reasons: list[str]) -> None:
-    view = decisions.build_view(policies=[COSTED], pods=[waiting("a", 0)])
+    view = snapshot.build_view(policies=[COSTED], pods=[waiting("a", 0)])
     report = reports.status_report(view, governed(view, "costed"), found)
     assert [r for r, _ in report.problems.get("costed", [])] == reasons
     counts = report.counts["costed"]
@@ -113,7 +113,7 @@ def test_status_problems(found: reports.Findings, reasons: list[str]) -> None:
 
 
 def test_a_status_shows_five_problems_and_counts_the_rest() -> None:
-    view = decisions.build_view(policies=[COSTED])
+    view = snapshot.build_view(policies=[COSTED])
     failures = {f"u{i}": ("costed", "500") for i in range(8)}
     report = reports.status_report(view, {}, reports.Findings(cost_failures=failures))
     (observed,) = reports.observations(list(view.policy_objects()), report, view.policies())
@@ -143,7 +143,7 @@ LABELLER = {
 def test_a_labelling_policy_outside_the_guard_is_degraded_before_any_write(
     admitted: frozenset[str] | None, reasons: list[str]
 ) -> None:
-    view = decisions.build_view(policies=[LABELLER, COSTED])
+    view = snapshot.build_view(policies=[LABELLER, COSTED])
     report = reports.status_report(view, {}, reports.Findings(admitted_prefixes=admitted))
     assert [r for r, _ in report.problems.get("labeller", [])] == reasons
     assert report.problems.get("costed", []) == []  # it labels nothing

@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from schedpolicy.app.webhook import application
-from schedpolicy.view.admission_view import AdmissionView
+from schedpolicy.view.placement.admission_view import AdmissionView
 
 REVIEW = {
     "apiVersion": "admission.k8s.io/v1",

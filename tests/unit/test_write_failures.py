@@ -8,7 +8,7 @@ from typing import cast
 import aiohttp
 import pytest
 
-from schedpolicy.shell.cost_writer import TRANSIENT_FAILURES_BEFORE_EVENT
+from schedpolicy.shell.deletion_cost.cost_writer import TRANSIENT_FAILURES_BEFORE_EVENT
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view.cluster import ClusterView

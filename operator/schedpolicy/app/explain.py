@@ -29,10 +29,12 @@ from schedpolicy.core.wellknown import (
     controller_ref,
 )
 from schedpolicy.core.wording import count
+from schedpolicy.shell.deletion_cost.scraper import read_endpoint
 from schedpolicy.shell.kube import Forbidden, Gone, Kube
-from schedpolicy.shell.scraper import read_endpoint
-from schedpolicy.view import decisions
+from schedpolicy.view import snapshot
 from schedpolicy.view.cluster import ClusterView, PodRecord, annotation_managers
+from schedpolicy.view.deletion_cost import decisions
+from schedpolicy.view.gpu import labels as gpu_labels
 
 POLICIES = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
@@ -88,7 +90,7 @@ async def _pod_view(kube: Kube, pod: Mapping[str, Any]) -> ClusterView:
     )
     siblings = await _items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
     seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
-    return decisions.build_view(
+    return snapshot.build_view(
         policies=policies,
         nodes=nodes,
         namespaces=[ns],
@@ -264,8 +266,8 @@ def _write_state(
 async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
     node = await _get(kube, f"/api/v1/nodes/{name}", f"node {name}")
     policies = await _items(kube, POLICIES, "SchedulingPolicies")
-    view = decisions.build_view(policies=policies, nodes=[node], **await _dra_snapshot(kube, name))
-    result = decisions.node_labels(view, name)
+    view = snapshot.build_view(policies=policies, nodes=[node], **await _dra_snapshot(kube, name))
+    result = gpu_labels.node_labels(view, name)
     record = view.nodes[name]
     published = view.devices.published(name)
     decision = result.decision

@@ -22,13 +22,13 @@ from schedpolicy.app.settings import OperatorState
 from schedpolicy.core import api
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import feeds, kube, metrics
-from schedpolicy.shell.admission_sync import AdmissionSync
+from schedpolicy.shell.deletion_cost.scraper import Scraper
 from schedpolicy.shell.informer import Informer
 from schedpolicy.shell.instance_guard import InstanceGuard
 from schedpolicy.shell.leadership import Leadership
 from schedpolicy.shell.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
+from schedpolicy.shell.placement.admission_sync import AdmissionSync
 from schedpolicy.shell.reconciler import Reconciler
-from schedpolicy.shell.scraper import Scraper
 from schedpolicy.shell.sync_barrier import wait_until_synced
 
 registry = kopf.OperatorRegistry()

@@ -12,9 +12,9 @@ import asyncio
 import socket
 from dataclasses import dataclass, field
 
-from schedpolicy.shell.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
+from schedpolicy.shell.placement.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.shell.secure_metrics import MetricsServing
 from schedpolicy.shell.sync_barrier import Seen

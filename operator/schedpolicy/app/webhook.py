@@ -27,8 +27,9 @@ from schedpolicy.shell import cert_watch, heap, metrics, secure_metrics, serving
 from schedpolicy.shell.informer import Informer, Resource, by_name
 from schedpolicy.shell.kube import Credentials, Kube
 from schedpolicy.shell.secure_metrics import MetricsServing
-from schedpolicy.view import admission, wire
-from schedpolicy.view.admission_view import AdmissionView
+from schedpolicy.view import wire
+from schedpolicy.view.placement import review as admission
+from schedpolicy.view.placement.admission_view import AdmissionView
 
 log = logging.getLogger("schedpolicy.webhook")
 

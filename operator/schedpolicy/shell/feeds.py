@@ -14,7 +14,7 @@ from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view import wire
 from schedpolicy.view.cluster import Affected, ClusterView, device_change
-from schedpolicy.view.devices import DeviceIndex
+from schedpolicy.view.gpu.devices import DeviceIndex
 
 S = TypeVar("S")
 

@@ -2,8 +2,8 @@
 
 Watch feeds update the ClusterView and report what a change touched. This loop wakes up,
 plans exactly the pods and nodes affected with the pure core, asks the write gate
-(core/deletion_cost/write_gate.py) what to do with each plan, and queues the writes for a small pool of
-workers: the cost writer, the label writer and the status writer do the I/O. One writer
+(core/deletion_cost/write_gate.py) what to do with each plan, and queues the writes for a
+small pool of workers: the cost writer, the label writer and the status writer do the I/O. One writer
 side makes ordering, deduplication, rate limits and leader election simple.
 
 Nothing is decided before the view is synced (every watched kind listed and indexed):
@@ -24,15 +24,16 @@ from schedpolicy.core.deletion_cost import costs, write_gate
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import heap, metrics
 from schedpolicy.shell.clock import Clock
-from schedpolicy.shell.cost_writer import CostWriter
+from schedpolicy.shell.deletion_cost.cost_writer import CostWriter
 from schedpolicy.shell.events import Events
+from schedpolicy.shell.gpu.label_sync import LabelSync
 from schedpolicy.shell.kube import Kube
-from schedpolicy.shell.label_sync import LabelSync
 from schedpolicy.shell.status_writer import StatusWriter
 from schedpolicy.shell.write_queue import WriteQueue
-from schedpolicy.view import decisions, reports
+from schedpolicy.view import reports
 from schedpolicy.view.cluster import Affected, ClusterView, NodeRecord, PodRecord
-from schedpolicy.view.decisions import PodOutcome
+from schedpolicy.view.deletion_cost import decisions
+from schedpolicy.view.deletion_cost.decisions import PodOutcome
 from schedpolicy.view.dirty import Dirty
 from schedpolicy.view.records import only_cost_changed
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
-from schedpolicy.shell.cost_writer import CostWriter
-from schedpolicy.shell.label_sync import LabelSync
+from schedpolicy.shell.deletion_cost.cost_writer import CostWriter
+from schedpolicy.shell.gpu.label_sync import LabelSync
 from schedpolicy.view.cluster import Affected
 
 log = logging.getLogger("schedpolicy.reconciler")

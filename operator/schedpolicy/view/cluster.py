@@ -18,7 +18,7 @@ from schedpolicy.core.deletion_cost.samples import Rejection, Sample
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
-from schedpolicy.view.devices import DeviceIndex
+from schedpolicy.view.gpu.devices import DeviceIndex
 from schedpolicy.view.pod_index import PodIndex
 from schedpolicy.view.records import (
     NodeRecord,

@@ -21,7 +21,7 @@ from schedpolicy.core.policy.status import Counts, Observation
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.core.wording import count, pending_message
 from schedpolicy.view.cluster import ClusterView, PolicyObject
-from schedpolicy.view.decisions import PodOutcome
+from schedpolicy.view.deletion_cost.decisions import PodOutcome
 
 Problem = tuple[str, str]  # (reason, message)
 # The most problems a status lists; the rest are counted.

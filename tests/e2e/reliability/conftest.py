@@ -12,7 +12,8 @@ import pytest
 from localcluster import LocalCluster
 from localcluster.operator_process import OperatorProcess
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.view import decisions
+from schedpolicy.view import snapshot
+from schedpolicy.view.deletion_cost import decisions
 
 Start = Callable[..., OperatorProcess]
 
@@ -52,7 +53,7 @@ def snapshot_costs(
         return list(json.loads(cluster.kubectl("get", *args, "-o", "json"))["items"])
 
     pods = items("pods", "-n", namespace)
-    view = decisions.build_view(
+    view = snapshot.build_view(
         policies=items("schedulingpolicies"),
         nodes=items("nodes"),
         namespaces=items("namespaces"),

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
-from schedpolicy.shell.echoes import Echoes
+from schedpolicy.shell.deletion_cost.echoes import Echoes
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Gone, Kube, KubeError, ObjectRef, PreconditionFailed, Transient
-from schedpolicy.view import decisions
 from schedpolicy.view.cluster import ClusterView, NodeRecord
+from schedpolicy.view.gpu import labels as gpu_labels
 
 log = logging.getLogger("schedpolicy.labels")
 
@@ -68,7 +68,7 @@ class LabelSync:
         self._reported.pop(name, None)
 
     def plan_node(self, node: NodeRecord, policies: list[matching.Policy]) -> NodeOutcome:
-        result = decisions.node_labels(self.view, node.name, policies, self.admitted)
+        result = gpu_labels.node_labels(self.view, node.name, policies, self.admitted)
         policy = result.match.policy
         return NodeOutcome(policy.name if policy else None, result.decision, result.plan)
 

@@ -1,55 +1,20 @@
-"""The decisions for one pod or node, given a view of the cluster. Pure.
+"""A pod's deletion cost, given a view of the cluster. Pure.
 
-The reconciler runs them on its live view; `explain`, tests and benchmarks run them on a
-view built from a one-off snapshot (`build_view`), so all of them agree by construction."""
+The reconciler runs this on its live view; `explain`, tests and benchmarks run it on a view
+built from a one-off snapshot (view/snapshot.py), so all of them agree by construction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from schedpolicy.core.deletion_cost import costs
 from schedpolicy.core.deletion_cost.api import MetricSignal
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample, from_annotation
-from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.core.gpu.dra import DeviceShare
 from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
-
-
-def build_view(
-    *,
-    policies: Iterable[Mapping[str, Any]] = (),
-    nodes: Iterable[Mapping[str, Any]] = (),
-    pods: Iterable[Mapping[str, Any]] = (),
-    namespaces: Iterable[Mapping[str, Any]] = (),
-    replicasets: Iterable[Mapping[str, Any]] = (),
-    resource_slices: Iterable[Mapping[str, Any]] = (),
-    resource_claims: Iterable[Mapping[str, Any]] = (),
-    device_classes: Iterable[Mapping[str, Any]] = (),
-) -> ClusterView:
-    view = ClusterView()
-    for body in device_classes:
-        view.devices.upsert_class(body)
-    for body in resource_slices:
-        view.devices.upsert_slice(body)
-    for body in resource_claims:
-        view.devices.upsert_claim(body)
-    for body in policies:
-        view.upsert_policy(body)
-    for body in nodes:
-        view.upsert_node(body)
-    for body in namespaces:
-        meta = body["metadata"]
-        view.upsert_namespace(meta["name"], meta.get("labels") or {})
-    for body in replicasets:
-        view.upsert_replicaset(body)
-    for body in pods:
-        view.upsert_pod(body)
-    return view
 
 
 def sample_for(
@@ -177,31 +142,3 @@ def expected_costs(view: ClusterView, now: datetime | None = None) -> dict[str, 
         result = pod_cost(view, pod, now)
         out[uid] = result.decision.final if result.decision is not None else None
     return out
-
-
-@dataclass(frozen=True)
-class NodeLabelResult:
-    match: matching.Match
-    decision: gpu.LabelDecision | None
-    plan: gpu.LabelPlan
-
-
-def node_labels(
-    view: ClusterView,
-    name: str,
-    policies: list[matching.Policy] | None = None,
-    admitted: frozenset[str] | None = None,
-) -> NodeLabelResult:
-    node = view.nodes[name]
-    candidates = view.policies() if policies is None else policies
-    match = matching.governing_node_policy(candidates, node.labels)
-    decision = None
-    allow = False
-    if match.policy is not None and match.policy.spec.node_labels is not None:
-        spec = match.policy.spec.node_labels.gpu
-        devices = view.devices.published(name)
-        decision = gpu.decide(spec, node.labels, node.allocatable_gpus, admitted, devices)
-        allow = spec.allow_overwrite
-    desired = decision.labels if decision else {}
-    change = gpu.plan(desired, node.labels, node.annotations, node.label_managers, allow)
-    return NodeLabelResult(match, decision, change)
