@@ -3,8 +3,8 @@
 Watch feeds update the ClusterView and report what a change touched. This loop wakes up,
 plans exactly the pods and nodes affected with the pure core, asks the write gate
 (core/deletion_cost/write_gate.py) what to do with each plan, and queues the writes for a
-small pool of workers: the cost writer, the label writer and the status writer do the I/O. One writer
-side makes ordering, deduplication, rate limits and leader election simple.
+small pool of workers: the cost writer, the label writer and the status writer do the I/O.
+One writer side makes ordering, deduplication, rate limits and leader election simple.
 
 Nothing is decided before the view is synced (every watched kind listed and indexed):
 deciding on a partial view would write costs that the rest of the listing then changes,
