@@ -32,8 +32,10 @@ from localcluster import LocalCluster
 from localcluster.audit import writes_by
 from localcluster.operator_process import OperatorProcess, controller
 from localcluster.webhook import LoopbackWebhook
+from schedpolicy.core.deletion_cost.patches import cost_patch, pointer
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.shell.kube import Credentials, Kube, cost_patch, pointer
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
 from schedpolicy.view import snapshot
 from schedpolicy.view.deletion_cost import decisions
 

@@ -18,8 +18,9 @@ import msgspec
 # The operator's and the webhook's imports are part of the floor.
 import schedpolicy.app.runtime
 import schedpolicy.app.webhook  # noqa: F401
+from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.informer import JSON
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.kube import Kube
 from schedpolicy.view import wire
 from schedpolicy.view.records import node_record, pod_record
 

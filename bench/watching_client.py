@@ -15,8 +15,9 @@ import time
 from typing import Any
 
 from bench.patches import send
+from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.informer import JSON
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.kube import Kube
 
 END = b'"k8s.io/initial-events-end":"true"'
 

@@ -23,7 +23,8 @@ from localcluster import LocalCluster
 from localcluster.binaries import REPO, bin_dir
 from schedpolicy.app import explain
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
 
 CLUSTER = LocalCluster()
 

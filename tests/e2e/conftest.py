@@ -22,7 +22,8 @@ from kubernetes_asyncio import client, config
 from localcluster import LocalCluster, binaries
 from localcluster.binaries import REPO
 from localcluster.operator_process import OperatorProcess, running
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
 from tests.e2e.pools import Pool
 
 # The compatibility lane's cluster has a directory of its own, so a lane never reuses the

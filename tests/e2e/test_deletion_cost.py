@@ -26,7 +26,9 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.topology import FakeNode
 from schedpolicy.app import explain
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.shell.kube import Credentials, Kube, PreconditionFailed
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.kube_errors import PreconditionFailed
 from tests.e2e.kubeobjects import PAUSE_IMAGE, deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply_namespace_policy, get_json
 

@@ -9,7 +9,8 @@ from typing import Any, cast
 
 from schedpolicy.core.placement.compiler import Compiled
 from schedpolicy.core.placement.routing import MATCH_CONDITION, Route, Stored
-from schedpolicy.shell.kube import Kube, Refused
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.kube_errors import Refused
 from schedpolicy.shell.placement.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.view.cluster import ClusterView
 

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from schedpolicy.core.deletion_cost.patches import cost_patch
 from schedpolicy.core.wellknown import COST_ANNOTATION
-from schedpolicy.shell.kube import cost_patch
 from schedpolicy.view.cluster import ClusterView, annotation_managers, node_record, pod_record
 
 

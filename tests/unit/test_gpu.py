@@ -14,6 +14,7 @@ import pytest
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.instance_table import INSTANCE_TYPES
 from schedpolicy.core.gpu.labels import decide, parse_admitted, plan
+from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.gpu.products import normalize_product
 from schedpolicy.core.gpu.sources import parse_memory
 from schedpolicy.core.wellknown import (
@@ -24,7 +25,6 @@ from schedpolicy.core.wellknown import (
     INSTANCE_TYPE_LABEL,
     OWNED_LABELS_ANNOTATION,
 )
-from schedpolicy.shell.kube import node_label_patch
 
 MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
 MIG_STRATEGY = "nvidia.com/mig.strategy"

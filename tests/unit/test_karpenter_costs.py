@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from schedpolicy.core.deletion_cost.api import KARPENTER_VALUE_MAX, DeletionCost
 from schedpolicy.core.deletion_cost.costs import CostDecision, PodCostState, plan
+from schedpolicy.core.deletion_cost.patches import cost_patch, cost_removal_patch
 from schedpolicy.core.policy.status import Observation, verdicts
 from schedpolicy.core.wellknown import COST_ANNOTATION, KARPENTER_COST_ANNOTATION
-from schedpolicy.shell.kube import cost_patch, cost_removal_patch
 
 CAPACITY = {"type": "CapacityType", "capacityType": {"spot": -500}}
 

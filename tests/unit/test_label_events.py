@@ -8,10 +8,11 @@ from typing import Any, cast
 from prometheus_client import REGISTRY
 
 from schedpolicy.core.gpu.labels import LabelPlan
+from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.gpu.label_sync import LabelSync
-from schedpolicy.shell.kube import Kube, ObjectRef, node_label_patch
+from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.view import snapshot
 
 POLICY = {
@@ -122,7 +123,7 @@ def test_an_echo_that_beats_the_response_does_not_hold_later_writes() -> None:
 
 
 def test_a_refused_write_is_kept_for_the_policy_status_until_one_succeeds() -> None:
-    from schedpolicy.shell.kube import Forbidden
+    from schedpolicy.shell.kube_errors import Forbidden
 
     view = snapshot.build_view(policies=[POLICY])
     view.upsert_node(node(**{GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB", GFD_MEMORY: "81920"}))

@@ -21,7 +21,8 @@ from kubernetes_asyncio.config import ConfigException
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
 from schedpolicy.core.gpu import labels as gpu
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import LeaseSettings
 from schedpolicy.shell.placement.admission_sync import AdmissionSettings
 from schedpolicy.shell.secure_metrics import MetricsServing

@@ -30,7 +30,8 @@ from schedpolicy.core.wellknown import (
 )
 from schedpolicy.core.wording import count
 from schedpolicy.shell.deletion_cost.scraper import read_endpoint
-from schedpolicy.shell.kube import Forbidden, Gone, Kube
+from schedpolicy.shell.kube import Kube
+from schedpolicy.shell.kube_errors import Forbidden, Gone
 from schedpolicy.view import snapshot
 from schedpolicy.view.cluster import ClusterView, PodRecord, annotation_managers
 from schedpolicy.view.deletion_cost import decisions

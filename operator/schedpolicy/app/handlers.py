@@ -21,7 +21,7 @@ import kopf
 from schedpolicy.app.settings import OperatorState
 from schedpolicy.core import api
 from schedpolicy.core.placement.routing import Route
-from schedpolicy.shell import feeds, kube, metrics
+from schedpolicy.shell import credentials, feeds, kube, metrics
 from schedpolicy.shell.deletion_cost.scraper import Scraper
 from schedpolicy.shell.informer import Informer
 from schedpolicy.shell.instance_guard import InstanceGuard
@@ -138,8 +138,8 @@ async def stop(memo: OperatorState, **_: Any) -> None:
 
 @kopf.on.login(registry=registry)
 async def login(memo: OperatorState, **_: Any) -> kopf.ConnectionInfo:
-    cfg = await kube.load_configuration(memo.config.credentials)
-    return kube.connection_info(cfg)
+    cfg = await credentials.load_configuration(memo.config.credentials)
+    return credentials.connection_info(cfg)
 
 
 # Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, and the

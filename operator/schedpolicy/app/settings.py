@@ -12,7 +12,8 @@ import asyncio
 import socket
 from dataclasses import dataclass, field
 
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.credentials import Credentials
+from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
 from schedpolicy.shell.placement.admission_sync import AdmissionSettings, AdmissionSync
 from schedpolicy.shell.reconciler import Reconciler

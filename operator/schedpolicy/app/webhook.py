@@ -24,8 +24,9 @@ from prometheus_client import Counter, Histogram
 
 from schedpolicy.core import api
 from schedpolicy.shell import cert_watch, heap, metrics, secure_metrics, serving_tls
+from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.informer import Informer, Resource, by_name
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.secure_metrics import MetricsServing
 from schedpolicy.view import wire
 from schedpolicy.view.placement import review as admission

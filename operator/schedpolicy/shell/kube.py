@@ -1,20 +1,15 @@
 """The only module that talks to the Kubernetes API, and the one writer.
 
-Credentials come from kubernetes_asyncio: an explicit kubeconfig, $KUBECONFIG,
-~/.kube/config, or the in-cluster service account, in that order. Kopf gets the
-same credentials through `connection_info`, so the operator and our own writes
-always act as one identity.
-
-Every write is an intent (`set_pod_cost`, `apply_node_labels`, ...) that builds its own
-guarded patch and sends it with `fieldManager=schedpolicy`. A refusal comes back as one
-of the typed errors below, mapped from the HTTP status here and nowhere else, so the
-writers react to what happened rather than to status codes.
+Every write is an intent (`set_pod_cost`, `apply_node_labels`, ...) that sends the guarded
+patch its capability builds (core/deletion_cost/patches.py, core/gpu/patches.py) with
+`fieldManager=schedpolicy`. A refusal comes back as one of the typed errors of
+kube_errors.py, mapped from the HTTP status here and nowhere else. Credentials are
+credentials.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -22,70 +17,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-import kopf
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from schedpolicy import __version__
 from schedpolicy.core import api, timestamps
+from schedpolicy.core.deletion_cost.patches import cost_patch, cost_removal_patch
 from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.placement import routing as admission_routing
 from schedpolicy.core.placement.compiler import DIGEST_ANNOTATION, MANAGED_BY, Compiled
-from schedpolicy.core.wellknown import (
-    COST_ANNOTATION,
-    FIELD_MANAGER,
-    KARPENTER_COST_ANNOTATION,
-    OWNED_LABELS_ANNOTATION,
+from schedpolicy.core.wellknown import FIELD_MANAGER
+from schedpolicy.shell.credentials import Credentials, load_configuration
+from schedpolicy.shell.kube_errors import (
+    Gone,
+    Transient,
+    classify,
 )
-
-
-class KubeError(Exception):
-    """The API server refused a request, or could not be reached (status 0)."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status} {reason}" if status else reason)
-        self.status = status
-        self.reason = reason
-
-
-class Gone(KubeError):
-    """404: the object does not exist (any more)."""
-
-
-class PreconditionFailed(KubeError):
-    """The guard failed: the name belongs to another object now (UID), or the object moved
-    under us (value or resourceVersion). Nothing was written. A merge patch's UID
-    precondition fails with 409; a JSON Patch `test` fails with 422."""
-
-
-class Transient(KubeError):
-    """429, 5xx or no connection: nothing was written, and trying again later may work."""
-
-
-class Forbidden(KubeError):
-    """401 or 403: these credentials may not do this. RBAC can change, and an apiserver
-    refuses for a moment while its authorizer warms up."""
-
-
-class Refused(KubeError):
-    """Any other refusal (400, 405, 413, ...): it will not pass as it is."""
-
-
-def classify(
-    status: int, reason: str, preconditions: frozenset[int] = frozenset({409})
-) -> KubeError:
-    """`preconditions`: the statuses that mean "the guard failed" for this request."""
-    if status == 404:
-        return Gone(status, reason)
-    if status in preconditions:
-        return PreconditionFailed(status, reason)
-    if status == 429 or status >= 500:
-        return Transient(status, reason)
-    if status in (401, 403):
-        return Forbidden(status, reason)
-    return Refused(status, reason)
-
 
 # A JSON Patch's `test` operations fail with 422; so does an invalid patch of any kind,
 # but ours are built here and hold nothing a user wrote.
@@ -113,49 +62,6 @@ def _typed_errors(preconditions: frozenset[int] = frozenset({409})) -> Iterator[
         raise Transient(0, type(err).__name__) from err
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """Where to find the cluster; both fields None means the kubeconfig defaults."""
-
-    kubeconfig: str | None = None
-    context: str | None = None
-
-
-def _in_cluster(creds: Credentials) -> bool:
-    explicit = creds.kubeconfig or os.environ.get("KUBECONFIG")
-    return not explicit and "KUBERNETES_SERVICE_HOST" in os.environ
-
-
-async def load_configuration(creds: Credentials) -> client.Configuration:
-    cfg = client.Configuration()
-    if _in_cluster(creds):
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=creds.kubeconfig,
-            context=creds.context,
-            client_configuration=cfg,
-            persist_config=False,
-        )
-    return cfg
-
-
-def connection_info(cfg: client.Configuration) -> kopf.ConnectionInfo:
-    """Translate a kubernetes_asyncio configuration into kopf's connection info."""
-    bearer = cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")
-    token = bearer.split(" ", 1)[1] if bearer and bearer.startswith("Bearer ") else bearer
-    return kopf.ConnectionInfo(
-        server=cfg.host or "",
-        ca_path=cfg.ssl_ca_cert,
-        insecure=not cfg.verify_ssl,
-        certificate_path=cfg.cert_file,
-        private_key_path=cfg.key_file,
-        token=token,
-        username=cfg.username or None,
-        password=cfg.password or None,
-    )
-
-
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects live
 
 
@@ -168,70 +74,6 @@ class ObjectRef:
     name: str
     uid: str
     namespace: str | None = None
-
-
-def pointer(*parts: str) -> str:
-    """A JSON Pointer (RFC 6901) from unescaped path segments."""
-    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def cost_patch(
-    uid: str,
-    value: str,
-    *,
-    has_annotations: bool,
-    resource_version: str | None = None,
-    karpenter: str | None = None,
-) -> list[dict[str, Any]]:
-    """Set the deletion cost (and Karpenter's disruption cost, when given), but only on the
-    pod with this UID, in one patch: the two never disagree for a moment.
-
-    The `test` makes the apiserver refuse the patch (422) if the name now belongs
-    to a different pod, so a cost computed for one pod never lands on another.
-    A JSON Patch `add` below /metadata/annotations fails when the map is absent,
-    so then the whole map is added instead; that would replace any annotation
-    added since we looked, so with a resourceVersion it also tests that the pod
-    is still the version we saw (a 422 otherwise, and the watch brings the news).
-    """
-    values = {COST_ANNOTATION: value}
-    if karpenter is not None:
-        values[KARPENTER_COST_ANNOTATION] = karpenter
-    guard = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-    if has_annotations:
-        return [
-            *guard,
-            *(
-                {"op": "add", "path": pointer("metadata", "annotations", key), "value": v}
-                for key, v in values.items()
-            ),
-        ]
-    if resource_version:
-        guard.append({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
-    return [*guard, {"op": "add", "path": "/metadata/annotations", "value": values}]
-
-
-def cost_removal_patch(
-    uid: str, expected: str, karpenter: str | None = None
-) -> list[dict[str, Any]]:
-    """Remove our cost (and our disruption cost), only if the pod and the values are still
-    the ones we know."""
-    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-    for key, value in ((COST_ANNOTATION, expected), (KARPENTER_COST_ANNOTATION, karpenter)):
-        if value is not None:
-            path = pointer("metadata", "annotations", key)
-            ops += [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
-    return ops
-
-
-def node_label_patch(uid: str, plan: gpu.LabelPlan) -> dict[str, object]:
-    """A JSON merge patch; `metadata.uid` makes it apply to this very node or fail (409)."""
-    labels: dict[str, str | None] = {**plan.set, **dict.fromkeys(plan.remove)}
-    meta: dict[str, object] = {"uid": uid}
-    if labels:
-        meta["labels"] = labels
-    if plan.owned_changed:
-        meta["annotations"] = {OWNED_LABELS_ANNOTATION: ",".join(plan.owned) or None}
-    return {"metadata": meta}
 
 
 def _version(stored: dict[str, Any]) -> str:

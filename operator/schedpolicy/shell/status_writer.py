@@ -20,7 +20,8 @@ from schedpolicy.core.policy.status import (
 )
 from schedpolicy.shell import metrics
 from schedpolicy.shell.events import Events
-from schedpolicy.shell.kube import Gone, Kube, KubeError, ObjectRef
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.kube_errors import Gone, KubeError
 from schedpolicy.view.cluster import PolicyObject
 
 

@@ -13,8 +13,9 @@ import yaml
 from kubernetes_asyncio import client
 
 from localcluster import LocalCluster
+from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.informer import Informer, Resource, by_uid
-from schedpolicy.shell.kube import Credentials, Kube
+from schedpolicy.shell.kube import Kube
 from schedpolicy.view import wire
 from tests.e2e.kubeobjects import PAUSE_IMAGE, eventually
 

@@ -15,15 +15,8 @@ from schedpolicy.shell import metrics
 from schedpolicy.shell.clock import Clock
 from schedpolicy.shell.deletion_cost.echoes import Echoes
 from schedpolicy.shell.events import Events
-from schedpolicy.shell.kube import (
-    Forbidden,
-    Gone,
-    Kube,
-    KubeError,
-    ObjectRef,
-    PreconditionFailed,
-    Transient,
-)
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.kube_errors import Forbidden, Gone, KubeError, PreconditionFailed, Transient
 from schedpolicy.view.cluster import ClusterView, PodRecord
 
 log = logging.getLogger("schedpolicy.reconciler")

@@ -18,7 +18,8 @@ from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
 from schedpolicy.shell.deletion_cost.echoes import Echoes
 from schedpolicy.shell.events import Events
-from schedpolicy.shell.kube import Gone, Kube, KubeError, ObjectRef, PreconditionFailed, Transient
+from schedpolicy.shell.kube import Kube, ObjectRef
+from schedpolicy.shell.kube_errors import Gone, KubeError, PreconditionFailed, Transient
 from schedpolicy.view.cluster import ClusterView, NodeRecord
 from schedpolicy.view.gpu import labels as gpu_labels
 

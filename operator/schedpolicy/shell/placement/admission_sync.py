@@ -26,7 +26,8 @@ from schedpolicy.core.placement import routing
 from schedpolicy.core.placement.compiler import Compiled, compile_all
 from schedpolicy.core.placement.routing import Mode, Route, Stored
 from schedpolicy.shell import metrics
-from schedpolicy.shell.kube import AdmissionObjects, Forbidden, Gone, Kube, KubeError, Refused
+from schedpolicy.shell.kube import AdmissionObjects, Kube
+from schedpolicy.shell.kube_errors import Forbidden, Gone, KubeError, Refused
 from schedpolicy.view.cluster import ClusterView
 
 log = logging.getLogger("schedpolicy.admission")
