@@ -13,7 +13,7 @@ from collections.abc import Callable
 from schedpolicy.core.deletion_cost.costs import CostPlan
 from schedpolicy.shell import metrics
 from schedpolicy.shell.clock import Clock
-from schedpolicy.shell.deletion_cost.echoes import Echoes
+from schedpolicy.shell.echoes import Echoes
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.kube_errors import Forbidden, Gone, KubeError, PreconditionFailed, Transient

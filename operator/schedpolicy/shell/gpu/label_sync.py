@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
-from schedpolicy.shell.deletion_cost.echoes import Echoes
+from schedpolicy.shell.echoes import Echoes
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.kube_errors import Gone, KubeError, PreconditionFailed, Transient
