@@ -8,13 +8,13 @@ two lanes counts only where their ranges do not overlap.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.lanes import compare, spread
 from bench.replay import measure
 from bench.replay.lane import LANES, LaneRun, Run, Workload
 from localcluster.karpenter import Catalog
@@ -67,20 +67,6 @@ def run_wave(workload: Workload, runs: Sequence[tuple[str, int]], workdir: Path)
     return [r for r in results if r is not None]
 
 
-def spread(values: Sequence[float | None]) -> dict[str, float | None]:
-    found = [v for v in values if v is not None]
-    if not found:
-        return {"min": None, "median": None, "max": None}
-    return {"min": min(found), "median": statistics.median(found), "max": max(found)}
-
-
-def apart(a: dict[str, float | None], b: dict[str, float | None]) -> bool:
-    """Whether two ranges do not overlap: only then is a difference called real."""
-    if None in (a["min"], a["max"], b["min"], b["max"]):
-        return False
-    return a["max"] < b["min"] or b["max"] < a["min"]  # type: ignore[operator]
-
-
 def _lane_summary(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {key: spread([f[key] for f in mine]) for key in FIGURES}
     sizes = sorted({k for f in mine for k in f["pending_by_gpus"]}, key=int)
@@ -97,16 +83,6 @@ def _lane_summary(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: {
-            "ratio_of_medians": _ratio(a[key]["median"], b[key]["median"]),
-            "ranges_apart": apart(a[key], b[key]),
-        }
-        for key in FIGURES
-    }
-
-
 def summarise(
     runs: Sequence[Run], figures: dict[tuple[str, int], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -119,14 +95,10 @@ def summarise(
     alone = lanes.get("karpenter-alone")
     for lane, summary in lanes.items():
         if lane != "karpenter-alone" and alone is not None:
-            compared[lane] = _compare(summary, alone)
+            compared[lane] = compare(summary, alone, FIGURES)
     if "product" in lanes and "profile" in lanes:
-        compared["product_vs_profile"] = _compare(lanes["product"], lanes["profile"])
+        compared["product_vs_profile"] = compare(lanes["product"], lanes["profile"], FIGURES)
     return {"lanes": lanes, "compared": compared}
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 def run_lanes(
