@@ -133,19 +133,6 @@ def scheduler_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(yaml.safe_load(configmap["data"]["config.yaml"]))
 
 
-def token_kubeconfig(server: str, ca: Path, token: str, user: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
-        "current-context": user,
-    }
-
-
 class InstallError(RuntimeError):
     pass
 

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from localcluster import binaries
-from localcluster.controlplane import ClusterError, LocalCluster
+from localcluster.component import ClusterError, Kubectl
 from localcluster.node import LABEL as REAL_NODE
 
 NAMESPACE = "monitoring"
@@ -54,7 +54,7 @@ def prometheus_version() -> str:
     return "v" + out.split()[2]
 
 
-def established(cluster: LocalCluster, crd: str, within: float = 60) -> None:
+def established(cluster: Kubectl, crd: str, within: float = 60) -> None:
     """`kubectl wait --for=condition=Established`, again while the apiserver has not yet
     given a CRD just created any status: kubectl then fails at once ("accessor error")
     instead of waiting."""
@@ -69,7 +69,7 @@ def established(cluster: LocalCluster, crd: str, within: float = 60) -> None:
             time.sleep(1)
 
 
-def install_operator(cluster: LocalCluster) -> None:
+def install_operator(cluster: Kubectl) -> None:
     """The bundle as released (CRDs, RBAC, the operator in `default`), with one change: the
     operator's pod goes to the real node, the only node that runs containers."""
     bundle = operator_module() / "bundle.yaml"
@@ -145,8 +145,12 @@ def prometheus_objects(scrape_interval: str = "5s") -> list[dict[str, Any]]:
     ]
 
 
-def install_prometheus(cluster: LocalCluster, timeout: float = 240) -> None:
+def install_prometheus(cluster: Kubectl, timeout: float = 240) -> None:
     cluster.kubectl("apply", "-f", "-", objects=prometheus_objects())
+    wait_for_prometheus(cluster, timeout)
+
+
+def wait_for_prometheus(cluster: Kubectl, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = cluster.kubectl(
@@ -166,7 +170,7 @@ def install_prometheus(cluster: LocalCluster, timeout: float = 240) -> None:
     raise TimeoutError(f"Prometheus pod {POD} not ready in {timeout:.0f}s:\n{described[-3000:]}")
 
 
-def uninstall(cluster: LocalCluster) -> None:
+def uninstall(cluster: Kubectl) -> None:
     cluster.kubectl(
         "delete",
         "-f",
@@ -180,10 +184,30 @@ def uninstall(cluster: LocalCluster) -> None:
     cluster.kubectl("delete", "-f", str(bundle), "--ignore-not-found", "--wait=false", check=False)
 
 
+class Monitoring:
+    """The stack as one component: the operator, then Prometheus, ready once its pod is."""
+
+    name = "monitoring"
+    startup_timeout = 240
+
+    def __init__(self, cluster: Kubectl) -> None:
+        self.cluster = cluster
+
+    def start(self) -> None:
+        install_operator(self.cluster)
+        self.cluster.kubectl("apply", "-f", "-", objects=prometheus_objects())
+
+    def ready(self, timeout: float) -> None:
+        wait_for_prometheus(self.cluster, timeout)
+
+    def stop(self) -> None:
+        uninstall(self.cluster)
+
+
 class PrometheusAPI:
     """Prometheus's HTTP API through the apiserver's proxy to its pod."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: Kubectl) -> None:
         self.cluster = cluster
 
     def get(self, path: str, **params: str) -> Any:

@@ -4,7 +4,7 @@
 Everything lives under `<workdir>/node`. The node joins with a client certificate from the
 harness's CA (CN=system:node:<name>, so the Node authorizer applies), is labelled and tainted
 so that nothing lands on it by accident, and runs the images `make image` exported, imported
-into containerd with `ctr`. `teardown` undoes all of it, and works from a process other than
+into containerd with `ctr`. `stop` undoes all of it, and works from a process other than
 the one that started it (`localcluster down`).
 """
 
@@ -14,17 +14,17 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from localcluster import binaries, hostnet
+from localcluster import binaries, hostnet, kubeconfigs
+from localcluster.component import NodeError, has_ready_condition, http_ok, launch, wait_until
+from localcluster.containerd import RUNC as RUNC
+from localcluster.containerd import Containerd
+from localcluster.kubeconfigs import Clients
 from localcluster.pki import Authority
 from localcluster.ports import free_port
 from localcluster.supervisor import Supervisor
@@ -43,38 +43,26 @@ IMAGES = (
     "prometheus-operator",
     "prometheus-config-reloader",
 )
-PAUSE = "registry.k8s.io/pause:3.10.1"
-RUNC = "/usr/sbin/runc"
 PROCESSES = ("kube-proxy", "kubelet", "containerd")
 
 
-class NodeError(RuntimeError):
-    pass
-
-
-def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
-        "users": [
-            {"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}
-        ],
-        "contexts": [{"name": "node", "context": {"cluster": "local", "user": user}}],
-        "current-context": "node",
-    }
-
-
 class RealNode:
-    def __init__(self, workdir: Path, supervisor: Supervisor) -> None:
+    """The node as one component: `prepare` before the control plane starts, `start` (each
+    process waited for before the next, which needs it) after it."""
+
+    name = "real-node"
+    startup_timeout = 60
+
+    def __init__(self, workdir: Path, supervisor: Supervisor, clients: Clients) -> None:
         self.dir = workdir / "node"
         self.pki = workdir / "pki"
         self.supervisor = supervisor
         self.net = hostnet.HostNetwork(workdir / "hostnet.json")
-        self.containerd_sock = self.dir / "containerd" / "containerd.sock"
-        self.runc_root = self.dir / "containerd" / "state" / "runc"
+        self.containerd = Containerd(self.dir, supervisor)
+        self.kubelet = Kubelet(self.dir, self.pki, supervisor, clients, self.containerd.sock)
+        self.proxy = KubeProxy(self.dir, supervisor)
+        self.containerd_sock = self.containerd.sock
+        self.runc_root = self.containerd.runc_root
 
     # ---- before the control plane ---------------------------------------------------------
 
@@ -89,9 +77,8 @@ class RealNode:
             ("kubelet", f"system:node:{NAME}", ("system:nodes",)),
             ("kube-proxy", "system:kube-proxy", ()),
         ):
-            pair = ca.issue(name, common_name=cn, groups=groups)
-            config = _kubeconfig(server, ca.cert_path, pair.cert, pair.key, cn)
-            (self.dir / f"{name}.kubeconfig").write_text(yaml.safe_dump(config))
+            target = self.dir / f"{name}.kubeconfig"
+            kubeconfigs.issue(ca, name, cn, groups, server, target, context="node")
         # The apiserver checks the kubelet's serving certificate, and authenticates to it.
         ca.issue("kubelet-serving", common_name=NAME, hosts=(hostnet.GATEWAY, NAME))
         ca.issue(
@@ -109,104 +96,88 @@ class RealNode:
 
     # ---- after it ---------------------------------------------------------------------------
 
-    def start(self, node_ready: Callable[[], bool], timeout: float = 120) -> None:
-        self._start_containerd()
+    def start(self) -> None:
+        launch(self.containerd)
         for image in IMAGES:
             archive = IMAGES_DIR / f"{image}.tar"
             if not archive.exists():
                 raise NodeError(f"{archive} is missing: run `make image`")
-            self.ctr("images", "import", "--local", str(archive), timeout=300)
-        self._start_kubelet()
-        self._wait(node_ready, "the kubelet's node to be Ready", "kubelet", timeout)
-        self._start_kube_proxy()
+            self.containerd.ctr("images", "import", "--local", str(archive), timeout=300)
+        launch(self.kubelet)
+        self.proxy.start()
 
-    def ctr(self, *args: str, timeout: float = 60, check: bool = True) -> str:
-        proc = subprocess.run(
-            [
-                str(binaries.path("ctr")),
-                f"--address={self.containerd_sock}",
-                "--namespace=k8s.io",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and proc.returncode != 0:
-            raise NodeError(f"ctr {' '.join(args)}: {proc.stderr.strip()}")
-        return proc.stdout
+    def ready(self, timeout: float) -> None:
+        """kube-proxy, which starts last, serves its health check."""
+        self.proxy.ready(timeout)
 
-    def _wait(self, ready: Callable[[], bool], what: str, component: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            record = self.supervisor.get(component)
-            if record is None or not record.alive():
-                raise NodeError(f"{component} exited; see {self.supervisor.logs / component}.log")
-            with contextlib.suppress(Exception):
-                if ready():
-                    return
-            time.sleep(0.5)
-        raise NodeError(
-            f"timed out after {timeout}s waiting for {what}; see {self.supervisor.logs}"
-        )
+    # ---- teardown ---------------------------------------------------------------------------
 
-    def _start_containerd(self) -> None:
-        base = self.dir / "containerd"
-        config = f"""version = 3
-root = "{base / "root"}"
-state = "{base / "state"}"
-[grpc]
-  address = "{self.containerd_sock}"
-[ttrpc]
-  address = "{self.containerd_sock}.ttrpc"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = 'overlayfs'
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = '{PAUSE}'
-[plugins.'io.containerd.cri.v1.runtime']
-  # Pod network namespaces under our state dir, not the host's /var/run/netns.
-  netns_mounts_under_state_dir = true
-  # This VM's root lacks CAP_SYS_RESOURCE, so no process may lower its OOM score: the
-  # kubelet's negative scores for sandboxes would make runc fail to start any container.
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-    runtime_type = 'io.containerd.runc.v2'
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-      BinaryName = '{RUNC}'
-      Root = '{self.runc_root}'
-      SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ['{binaries.path("cni")}']
-    conf_dir = '{self.dir / "cni"}'
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = '127.0.0.1'
-"""
-        (self.dir / "containerd.toml").write_text(config)
-        (self.dir / "cni").mkdir(exist_ok=True)
-        (self.dir / "cni" / "10-schedpolicy.conflist").write_text(
-            json.dumps(_cni_config(self.dir / "cni-ipam"), indent=2)
-        )
+    def stop(self) -> None:
+        """Stops the node and removes everything it made on this machine. Safe to repeat."""
+        self.proxy.stop()
+        self.kubelet.stop()
+        self.containerd.stop()
+        self._unmount_all()
+        hostnet.run(str(binaries.path("kube-proxy")), "--cleanup", check=False)
+        for family in ("ip", "ip6"):
+            hostnet.run("nft", "delete", "table", family, "kube-proxy", check=False)
+        self.net.delete()
+        _remove_cgroups()
+        _remove_log_links(self.dir / "pod-logs")
+        _remove_stale_shim_sockets()
+
+    def _unmount_all(self) -> None:
+        prefix = str(self.dir)
+        for _ in range(3):
+            targets = [
+                line.split()[1]
+                for line in Path("/proc/mounts").read_text().splitlines()
+                if line.split()[1].startswith(prefix)
+            ]
+            if not targets:
+                return
+            for target in sorted(targets, key=len, reverse=True):
+                hostnet.run("umount", "--lazy", target, check=False)
+
+
+class Kubelet:
+    """Ready when its Node is."""
+
+    name = "kubelet"
+    startup_timeout = 120
+
+    def __init__(
+        self, node_dir: Path, pki: Path, supervisor: Supervisor, clients: Clients, sock: Path
+    ) -> None:
+        self.dir, self.pki, self.sock = node_dir, pki, sock
+        self.supervisor = supervisor
+        self.clients = clients
+
+    def start(self) -> None:
+        path = self.dir / "kubelet.yaml"
+        path.write_text(yaml.safe_dump(self._config()))
         self.supervisor.start(
-            "containerd",
-            [str(binaries.path("containerd")), f"--config={self.dir / 'containerd.toml'}"],
-            # The runc shim is found on PATH, next to containerd.
-            env={"PATH": f"{binaries.bin_dir()}:{os.environ.get('PATH', '')}"},
-        )
-        self._wait(
-            lambda: self.ctr("version", timeout=5) != "",
-            "containerd's socket",
-            "containerd",
-            60,
+            self.name,
+            [
+                str(binaries.path("kubelet")),
+                f"--config={path}",
+                f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
+                f"--root-dir={self.dir / 'kubelet'}",
+                f"--hostname-override={NAME}",
+                f"--node-ip={hostnet.GATEWAY}",
+                f"--node-labels={LABEL}=true",
+                "--v=1",
+            ],
         )
 
-    def _start_kubelet(self) -> None:
-        config = {
+    def _config(self) -> dict[str, Any]:
+        return {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             # This VM runs cgroup v1, which the kubelet refuses by default.
             "failCgroupV1": False,
             "cgroupDriver": "cgroupfs",
-            "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
+            "containerRuntimeEndpoint": f"unix://{self.sock}",
             "address": hostnet.GATEWAY,
             "port": 10250,
             "readOnlyPort": 0,
@@ -239,24 +210,31 @@ state = "{base / "state"}"
             "maxPods": 40,
             "serializeImagePulls": False,
         }
-        path = self.dir / "kubelet.yaml"
-        path.write_text(yaml.safe_dump(config))
-        self.supervisor.start(
-            "kubelet",
-            [
-                str(binaries.path("kubelet")),
-                f"--config={path}",
-                f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
-                f"--root-dir={self.dir / 'kubelet'}",
-                f"--hostname-override={NAME}",
-                f"--node-ip={hostnet.GATEWAY}",
-                f"--node-labels={LABEL}=true",
-                "--v=1",
-            ],
+
+    def ready(self, timeout: float) -> None:
+        wait_until(
+            self.supervisor, self.name, self._node_ready, "the kubelet's node to be Ready", timeout
         )
 
-    def _start_kube_proxy(self) -> None:
-        healthz = free_port()
+    def _node_ready(self) -> bool:
+        listed = self.clients.kubectl("get", "node", NAME, "-o", "json", check=False)
+        return bool(listed) and has_ready_condition(json.loads(listed))
+
+    def stop(self) -> None:
+        self.supervisor.stop(self.name)
+
+
+class KubeProxy:
+    name = "kube-proxy"
+    startup_timeout = 60
+
+    def __init__(self, node_dir: Path, supervisor: Supervisor) -> None:
+        self.dir = node_dir
+        self.supervisor = supervisor
+        self.healthz = 0  # chosen by `start`
+
+    def start(self) -> None:
+        self.healthz = free_port()
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
@@ -264,7 +242,7 @@ state = "{base / "state"}"
             "clientConnection": {"kubeconfig": str(self.dir / "kube-proxy.kubeconfig")},
             "hostnameOverride": NAME,
             "clusterCIDR": str(hostnet.SUBNET),
-            "healthzBindAddress": f"127.0.0.1:{healthz}",
+            "healthzBindAddress": f"127.0.0.1:{self.healthz}",
             "metricsBindAddress": f"127.0.0.1:{free_port()}",
             "nodePortAddresses": [f"{hostnet.GATEWAY}/32"],
             # Zeroes leave the machine's conntrack settings alone.
@@ -277,97 +255,14 @@ state = "{base / "state"}"
         }
         path = self.dir / "kube-proxy.yaml"
         path.write_text(yaml.safe_dump(config))
-        self.supervisor.start("kube-proxy", [str(binaries.path("kube-proxy")), f"--config={path}"])
-        self._wait(
-            lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"), "kube-proxy", "kube-proxy", 60
-        )
+        self.supervisor.start(self.name, [str(binaries.path("kube-proxy")), f"--config={path}"])
 
-    # ---- teardown ---------------------------------------------------------------------------
+    def ready(self, timeout: float) -> None:
+        url = f"http://127.0.0.1:{self.healthz}/healthz"
+        wait_until(self.supervisor, self.name, lambda: http_ok(url, None, 2), self.name, timeout)
 
-    def teardown(self) -> None:
-        """Stops the node and removes everything it made on this machine. Safe to repeat."""
-        self.supervisor.stop("kube-proxy")
-        self.supervisor.stop("kubelet")
-        if self.supervisor.get("containerd") is not None:
-            for line in self.ctr("tasks", "list", "--quiet", check=False, timeout=30).split():
-                self.ctr("tasks", "kill", "--signal=SIGKILL", line, check=False)
-        self._kill_runc_containers()
-        self.supervisor.stop("containerd")
-        self._kill_shims()
-        self._unmount_all()
-        hostnet.run(str(binaries.path("kube-proxy")), "--cleanup", check=False)
-        for family in ("ip", "ip6"):
-            hostnet.run("nft", "delete", "table", family, "kube-proxy", check=False)
-        self.net.delete()
-        _remove_cgroups()
-        _remove_log_links(self.dir / "pod-logs")
-        _remove_stale_shim_sockets()
-
-    def _kill_runc_containers(self) -> None:
-        if not self.runc_root.exists():
-            return
-        for namespace in self.runc_root.iterdir():
-            listed = hostnet.run(RUNC, f"--root={namespace}", "list", "--quiet", check=False).stdout
-            for container in listed.split():
-                hostnet.run(RUNC, f"--root={namespace}", "kill", container, "KILL", check=False)
-                hostnet.run(
-                    RUNC, f"--root={namespace}", "delete", "--force", container, check=False
-                )
-
-    def _kill_shims(self) -> None:
-        needle = f"-address {self.containerd_sock}"
-        for pid_dir in Path("/proc").iterdir():
-            if not pid_dir.name.isdigit():
-                continue
-            with contextlib.suppress(OSError):
-                cmdline = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if "containerd-shim" in cmdline and needle in cmdline:
-                    os.kill(int(pid_dir.name), signal.SIGKILL)
-
-    def _unmount_all(self) -> None:
-        prefix = str(self.dir)
-        for _ in range(3):
-            targets = [
-                line.split()[1]
-                for line in Path("/proc/mounts").read_text().splitlines()
-                if line.split()[1].startswith(prefix)
-            ]
-            if not targets:
-                return
-            for target in sorted(targets, key=len, reverse=True):
-                hostnet.run("umount", "--lazy", target, check=False)
-
-
-def _cni_config(ipam_dir: Path) -> dict[str, Any]:
-    """The harness made the bridge and gave it the gateway address, so the plugin need not be
-    the gateway: with isGateway it would turn on IP forwarding for the whole machine. No
-    ipMasq either: nothing is masqueraded."""
-    return {
-        "cniVersion": "1.0.0",
-        "name": "schedpolicy",
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": hostnet.BRIDGE,
-                "isGateway": False,
-                "ipMasq": False,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": str(hostnet.SUBNET), "gateway": hostnet.GATEWAY}]],
-                    "routes": [{"dst": "0.0.0.0/0", "gw": hostnet.GATEWAY}],
-                    "dataDir": str(ipam_dir),
-                },
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def _http_ok(url: str) -> bool:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return bool(resp.status == 200)
+    def stop(self) -> None:
+        self.supervisor.stop(self.name)
 
 
 def _remove_cgroups() -> None:
