@@ -83,6 +83,8 @@ def node(cluster: LocalCluster, namespace: str) -> Iterator[str]:
 
 
 def test_the_guard_is_installed_from_the_chart(cluster: LocalCluster) -> None:
+    """The chart's admission guard is in place: a ValidatingAdmissionPolicy that matches the
+    controller's ServiceAccount, bound to Deny."""
     policy = _get(cluster, "validatingadmissionpolicy", GUARD)
     (match,) = policy["spec"]["matchConditions"]
     assert f"system:serviceaccount:{chart.NAMESPACE}:{ACCOUNT}'" in match["expression"]
@@ -123,6 +125,9 @@ def test_the_guard_is_installed_from_the_chart(cluster: LocalCluster) -> None:
 def test_pod_changes_beyond_the_cost_are_denied_naming_the_field(
     cluster: LocalCluster, namespace: str, pod: str, patch_type: str, patch: Any, field: str
 ) -> None:
+    """As the controller, any pod change beyond the cost annotation (a label, another
+    annotation, the image, a toleration, a finalizer, or a label sent along with the cost)
+    is denied, the refusal names the field, and the pod is unchanged."""
     before = _get(cluster, "pod", pod, "-n", namespace)
     out = _denied(
         cluster,
@@ -162,6 +167,9 @@ def widened(cluster: LocalCluster, namespace: str) -> str:
 def test_a_plain_update_and_an_apply_are_judged_like_a_patch(
     cluster: LocalCluster, widened: str, pod: str
 ) -> None:
+    """Where RBAC is widened to update pods, a `kubectl replace` or a server-side apply that
+    changes a label is denied as a patch would be, naming the field, while the same replace
+    with only the cost changed goes through."""
     current = _get(cluster, "pod", pod, "-n", widened)
     current["metadata"]["labels"]["app"] = "b"
     out = _denied(cluster, "replace", "-f", "-", stdin=json.dumps(current))
@@ -190,6 +198,8 @@ def test_a_plain_update_and_an_apply_are_judged_like_a_patch(
 def test_a_delete_is_denied_even_where_rbac_allows_it(
     cluster: LocalCluster, widened: str, pod: str
 ) -> None:
+    """Where RBAC is widened to delete pods, the controller's delete is still denied (it may
+    only update pods), and the pod stays."""
     out = _denied(cluster, "delete", "pod", pod, "-n", widened, "--wait=false")
     assert "may only update pods, not DELETE" in out
     assert _get(cluster, "pod", pod, "-n", widened)["metadata"]["name"] == pod
@@ -198,6 +208,8 @@ def test_a_delete_is_denied_even_where_rbac_allows_it(
 def test_the_cost_annotation_is_allowed_however_it_is_written(
     cluster: LocalCluster, namespace: str, pod: str
 ) -> None:
+    """As the controller, the cost annotation can be added, replaced and removed, by merge
+    patch or JSON patch alike."""
     base = ["patch", "pod", pod, "-n", namespace]
     _allowed(
         cluster, *base, "--type=merge", "-p", json.dumps({"metadata": {"annotations": {COST: "7"}}})
@@ -245,6 +257,9 @@ def test_the_cost_annotation_is_allowed_however_it_is_written(
 def test_node_changes_beyond_our_labels_are_denied_naming_the_field(
     cluster: LocalCluster, node: str, patch: dict[str, Any], field: str
 ) -> None:
+    """As the controller, any node change beyond our labels and annotation (a taint, a
+    cordon, a kubernetes.io label, removing someone's label, a look-alike prefix, another
+    annotation) is denied, naming the field, and the node is unchanged."""
     before = _get(cluster, "node", node)
     out = _denied(cluster, "patch", "node", node, "--type=merge", "-p", json.dumps(patch))
     assert field in out, out
@@ -254,6 +269,8 @@ def test_node_changes_beyond_our_labels_are_denied_naming_the_field(
 
 
 def test_our_node_labels_and_annotation_are_allowed(cluster: LocalCluster, node: str) -> None:
+    """As the controller, our GPU labels and the owned-labels annotation can be set on a
+    node and removed again."""
     patch = {
         "metadata": {
             "labels": {
@@ -274,6 +291,7 @@ def test_our_node_labels_and_annotation_are_allowed(cluster: LocalCluster, node:
 def test_another_identity_is_unaffected(
     cluster: LocalCluster, namespace: str, pod: str, node: str
 ) -> None:
+    """An admin is not held by the guard: their labels, annotations and taints go through."""
     cluster.kubectl("label", "pod", pod, "-n", namespace, "admin=yes")
     cluster.kubectl("annotate", "pod", pod, "-n", namespace, "other=1")
     cluster.kubectl("taint", "node", node, "admin=yes:NoSchedule")

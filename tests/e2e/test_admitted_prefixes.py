@@ -43,6 +43,10 @@ def _degraded(cluster: LocalCluster, name: str) -> dict[str, Any] | None:
 def test_a_prefix_outside_the_guard_is_refused_before_any_write(
     cluster: LocalCluster, namespace: str, told: OperatorProcess, policies: list[str]
 ) -> None:
+    """A controller told the guard's prefixes refuses a policy whose labelPrefix is outside
+    them: the policy says Degraded (LabelPrefixNotAdmitted) and names the chart value to
+    change, the node gets a LabelPrefixRefused Event and no write, while a policy inside the
+    prefixes labels its node."""
     outside, inside = Pool(cluster, namespace), Pool(cluster, namespace)
     (refused,) = outside.create(outside.node("p4d", instance_type="p4d.24xlarge", gpus="8"))
     (labelled,) = inside.create(inside.node("g5", instance_type="g5.xlarge", gpus="1"))

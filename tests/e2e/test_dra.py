@@ -20,10 +20,19 @@ from localcluster.topology import FakeNode
 from schedpolicy.app import explain
 from schedpolicy.core.gpu.dra import EXTENDED_CLAIM_ANNOTATION as EXTENDED
 from schedpolicy.shell.kube import Kube
+from tests.e2e.conftest import (
+    GFD_MEMORY,
+    MEMORY,
+    MODEL,
+    PRODUCT,
+    REFUSALS,
+    apply_gpu_fill_policy,
+    node_events,
+    scale_down,
+    wait_for_costs,
+)
 from tests.e2e.kubeobjects import deployment, eventually, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json
-from tests.e2e.test_deletion_cost import scale_down, wait_for_costs
-from tests.e2e.test_gpu_labels import GFD_MEMORY, MEMORY, MODEL, PRODUCT, REFUSALS, node_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 HOSTNAME = "kubernetes.io/hostname"
@@ -51,6 +60,11 @@ async def test_gpu_labels_from_resource_slices(
     operator: OperatorProcess,
     policies: list[str],
 ) -> None:
+    """GPU labels from DRA: a node whose GPUs only its ResourceSlices publish gets our model
+    and memory labels; a device with a garbled or missing product name, an implausible
+    memory or in two pools gets a GPULabelRefused Warning and no label; where GPU Feature
+    Discovery and DRA disagree, a GPUSourcesDisagree Event says so; and a pool republished
+    with a new generation relabels its node."""
     bad_product = drv.gpu_device("x", 0, product="Graphics Device")
     no_product = drv.gpu_device("x", 0, product=None)
     # The apiserver refuses a capacity that is not a quantity, so the memory that reaches us
@@ -197,6 +211,10 @@ async def test_dra_gpu_fill_frees_whole_nodes(
     kube: Kube,
     policies: list[str],
 ) -> None:
+    """GPU fill under DRA: with GPUs that only ResourceSlices publish, a scale-down frees
+    whole nodes as the costs say; `schedpolicy explain pod` names the claim and the device
+    behind each share, and `schedpolicy simulate scale-down` names exactly the pods the
+    controller deletes."""
     # Four 8-GPU nodes whose GPUs only DRA knows. Pod capacity pins where the 8 one-GPU
     # replicas land (2, 1, 2, 3), and a 6-GPU job on g1 makes it the fullest.
     g1, g2, g3, g4 = pool.create(
@@ -240,24 +258,8 @@ async def test_dra_gpu_fill_frees_whole_nodes(
     )
     assert held == {g1.name: 8, g2.name: 1, g3.name: 2, g4.name: 3}
 
-    apply_namespace_policy(
-        cluster,
-        policies,
-        f"dra-fill-{namespace}",
-        namespace,
-        deletionCost={
-            "bucket": 100,
-            "signals": [
-                {
-                    "type": "NodeConsolidation",
-                    "nodeConsolidation": {
-                        "points": 800,
-                        "resources": ["nvidia.com/gpu"],
-                        "deviceClasses": [drv.GPU_CLASS],
-                    },
-                }
-            ],
-        },
+    apply_gpu_fill_policy(
+        cluster, policies, f"dra-fill-{namespace}", namespace, deviceClasses=[drv.GPU_CLASS]
     )
     # DRA fill 8/8, 1/8, 2/8 and 3/8. Without the DRA devices no node advertises a GPU, and
     # every pod would cost 0.

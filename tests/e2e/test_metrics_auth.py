@@ -118,6 +118,9 @@ def tokens(cluster: LocalCluster) -> Iterator[dict[str, str]]:
 def test_metrics_need_a_token_the_apiserver_accepts_and_authorizes(
     endpoints: list[Endpoint], tokens: dict[str, str], which: str
 ) -> None:
+    """/metrics of the controller and of the webhook answers 401 without a token or with a
+    bad one, 403 naming a ServiceAccount that the chart's metrics-reader binding does not
+    cover, and the metrics to one it covers."""
     (endpoint,) = [e for e in endpoints if e.name == which]
     status, body = _scrape(endpoint, None)
     assert status == 401, body
@@ -134,6 +137,7 @@ def test_metrics_need_a_token_the_apiserver_accepts_and_authorizes(
 
 @pytest.mark.parametrize("which", ["controller", "webhook", "admission"])
 def test_plain_http_on_the_tls_port_is_refused(endpoints: list[Endpoint], which: str) -> None:
+    """Plain HTTP on the metrics and admission ports gets no HTTP answer."""
     (endpoint,) = [e for e in endpoints if e.name == which]
     conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
     conn.request("GET", "/metrics")
@@ -160,6 +164,8 @@ def _handshake(port: int, version: ssl.TLSVersion, ciphers: str) -> str:
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
 @pytest.mark.parametrize("which", ["controller", "webhook", "admission"])
 def test_only_tls_12_and_later_with_modern_ciphers(endpoints: list[Endpoint], which: str) -> None:
+    """The metrics and admission ports speak TLS 1.2 with AES-GCM and TLS 1.3; they refuse
+    TLS 1.0 and 1.1, CBC with SHA-1 and RSA key exchange, and still serve afterwards."""
     (endpoint,) = [e for e in endpoints if e.name == which]
     port = endpoint.port
     modern = _handshake(port, ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM")

@@ -102,6 +102,10 @@ async def test_a_second_controller_writes_nothing_and_the_policies_say_so(
     first: OperatorProcess,
     second_identity: Any,
 ) -> None:
+    """A second controller, its RBAC applied by hand in another namespace, writes nothing
+    but its Lease while the installed one is live: the policy says Degraded
+    (AnotherInstance) with a Warning Event, the installed controller keeps labelling new
+    nodes, and once the second stops the policy is healthy again."""
     name = f"gpus-{pool.tag}"
     policies.append(name)
     (before,) = pool.create(pool.node("before", instance_type="g5.xlarge", gpus="1"))

@@ -38,6 +38,8 @@ def _kopf_marks(obj: client.V1ObjectMeta) -> list[str]:
 async def test_operator_runs_and_stops_cleanly(
     operator: OperatorProcess, api: client.ApiClient
 ) -> None:
+    """`schedpolicy run` logs in through the kubeconfig, runs, exits 0 on SIGTERM without a
+    traceback, and leaves no kopf annotation or finalizer on any Pod or Node."""
     operator.wait_for_log("Activity 'login' succeeded")
     operator.wait_for_log("heartbeat 2:")
 
@@ -64,6 +66,8 @@ def _probe(port: int, path: str) -> tuple[int, dict[str, Any]]:
 def test_readiness_waits_for_the_view_and_liveness_does_not(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
+    """/healthz answers 200 as soon as the process runs, while /readyz answers 503 until its
+    view has synced (never, with no apiserver to reach), then 200 with the nodes it holds."""
     # An apiserver that is not there: the process is alive, but must not take webhook
     # traffic, because its view is empty.
     dead = tmp_path / "dead.kubeconfig"
@@ -96,6 +100,8 @@ def test_readiness_waits_for_the_view_and_liveness_does_not(
 def test_a_renewed_webhook_certificate_restarts_the_process(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
+    """When the webhook's certificate is renewed (new files in the mounted Secret), the
+    webhook process says so and exits, to be started again with the new one."""
     # What cert-manager does on renewal: new files in the mounted Secret. kopf would keep
     # serving the old certificate, so the process must stop and be started again.
     webhook = LoopbackWebhook(cluster, tmp_path / "first", "renewal-probe")

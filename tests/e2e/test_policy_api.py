@@ -42,11 +42,14 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_is_accepted(cluster: LocalCluster, crd: str, path: Any) -> None:
+    """Every policy in examples/ is accepted by the apiserver as it is (a server-side dry
+    run)."""
     out = cluster.kubectl("apply", "--dry-run=server", "-f", str(path))
     assert "created (server dry run)" in out
 
 
 def test_there_are_enough_examples_and_malformed_cases() -> None:
+    """There are at least 5 examples and 30 malformed policies to try."""
     assert len(EXAMPLES) >= 5
     assert len(malformed()) >= 30
 
@@ -55,6 +58,7 @@ def test_there_are_enough_examples_and_malformed_cases() -> None:
 def test_malformed_policy_is_rejected_naming_the_field(
     cluster: LocalCluster, crd: str, case: MalformedCase
 ) -> None:
+    """A malformed policy is refused by `kubectl apply`, and the message names the field."""
     with pytest.raises(ClusterError) as err:
         _apply(cluster, case.manifest(), "--dry-run=server")
     message = str(err.value)
@@ -62,6 +66,7 @@ def test_malformed_policy_is_rejected_naming_the_field(
 
 
 def test_explain_shows_descriptions(cluster: LocalCluster, crd: str) -> None:
+    """`kubectl explain` shows each field's description, down to a signal's."""
     out = cluster.kubectl("explain", "schedulingpolicy.spec.deletionCost")
     assert "pod-deletion-cost" in out
     assert "bucket" in out
@@ -73,6 +78,8 @@ def test_explain_shows_descriptions(cluster: LocalCluster, crd: str) -> None:
 def test_printer_columns_and_ready(
     cluster: LocalCluster, operator: OperatorProcess, policies: list[str]
 ) -> None:
+    """`kubectl get spol` shows NAME, PRIORITY, MATCHED, COSTED, NODES, READY and AGE, and
+    an example policy turns Ready=True."""
     doc = yaml.safe_load((REPO / "examples" / "zone-balanced.yaml").read_text())
     doc["metadata"]["name"] = "columns-zone-balanced"
     policies.append("columns-zone-balanced")
@@ -113,6 +120,11 @@ def _events(cluster: LocalCluster, policy: str, kind: str, reason: str) -> list[
 def test_status_tracks_generation_and_conflicts(
     cluster: LocalCluster, operator: OperatorProcess, policies: list[str]
 ) -> None:
+    """Two overlapping policies of equal priority both say Conflicting
+    (EqualPriorityOverlap), naming each other, with a Warning Event on each for `kubectl
+    describe spol`; the conditions follow each new generation, and raising one priority
+    resolves both."""
+
     def policy(name: str, priority: int) -> dict[str, Any]:
         return {
             "apiVersion": "schedpolicy.io/v1alpha1",

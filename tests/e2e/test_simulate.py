@@ -123,6 +123,8 @@ async def check(scenario: Scenario, kube: Kube, replicas: int, reason: str) -> N
 
 @pytest.mark.compat
 async def test_mixed_readiness(scenario: Scenario, kube: Kube) -> None:
+    """Two of five pods not ready: `simulate scale-down` to 3 names those two, for not being
+    ready, and the controller deletes exactly them."""
     scenario.node("a")
     pods = await scenario.deploy(5)
     for pod in pods[:2]:
@@ -132,6 +134,8 @@ async def test_mixed_readiness(scenario: Scenario, kube: Kube) -> None:
 
 @pytest.mark.compat
 async def test_equal_costs_with_colocation(scenario: Scenario, kube: Kube) -> None:
+    """Equal costs: the prediction names a pod that shares its node with more replicas, and
+    the controller deletes exactly it."""
     scenario.node("single", pods="1")
     await scenario.deploy(1)
     scenario.node("crowded")
@@ -141,6 +145,8 @@ async def test_equal_costs_with_colocation(scenario: Scenario, kube: Kube) -> No
 
 
 async def test_unassigned_pods(scenario: Scenario, kube: Kube) -> None:
+    """Two pods left Pending, unscheduled: the prediction names them first, and the
+    controller deletes exactly them."""
     scenario.node("small", pods="3")
     await scenario.deploy(3)
     await scenario.scale(5)  # two more than the node holds: they stay Pending, unassigned
@@ -153,6 +159,8 @@ async def test_unassigned_pods(scenario: Scenario, kube: Kube) -> None:
 
 
 async def test_negative_costs(scenario: Scenario, kube: Kube) -> None:
+    """Costs set by hand, down to the int32 minimum: the prediction names the lowest-cost
+    pods, and the controller deletes exactly them."""
     scenario.node("a")
     pods = await scenario.deploy(5)
     for pod, cost in zip(pods, (-300, -100, 0, 50, -(2**31)), strict=True):
@@ -165,7 +173,8 @@ async def test_negative_costs(scenario: Scenario, kube: Kube) -> None:
 
 
 async def test_restarts(scenario: Scenario, kube: Kube) -> None:
-    """Ready at the very same second, so restarts are what decides."""
+    """Four pods ready at the very same second: `simulate scale-down` names the ones with
+    more restarts, so restarts are what decides, and the controller deletes exactly them."""
     scenario.node("a")
     pods = await scenario.deploy(4)
     since = datetime.now(UTC) - timedelta(seconds=30)

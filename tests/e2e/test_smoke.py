@@ -40,6 +40,8 @@ def test_apiserver_is_the_pinned_release_backed_by_etcd(cluster: LocalCluster) -
 
 
 async def test_deployment_is_scheduled_and_run(api: client.ApiClient, namespace: str) -> None:
+    """A Deployment's pods are bound by the default scheduler, as their Scheduled Events
+    say, onto KWOK's fake nodes, and run with pod IPs."""
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     await apps.create_namespaced_deployment(namespace, deployment("web", 4))
 
@@ -130,6 +132,8 @@ async def _no_pods(core: client.CoreV1Api, namespace: str, selector: str) -> boo
 
 
 async def test_json_patch_with_wrong_uid_is_rejected(api: client.ApiClient, namespace: str) -> None:
+    """A JSON patch whose UID test names another pod is refused with 422 and changes
+    nothing; the same patch with the pod's own UID adds the cost."""
     core = client.CoreV1Api(api)
     await core.create_namespaced_pod(
         namespace,
@@ -168,6 +172,8 @@ async def test_json_patch_with_wrong_uid_is_rejected(api: client.ApiClient, name
 
 
 def test_number_like_label_values_reach_the_apiserver_as_strings(cluster: LocalCluster) -> None:
+    """Label values that look like numbers (1234e5, 0x1f) reach the apiserver as the strings
+    they are."""
     # Regression: pools tag their nodes with random hex, and a tag such as `1234e5` went
     # through YAML unquoted and was refused by kubectl as a number.
     tag = "1234e5"

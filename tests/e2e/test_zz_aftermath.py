@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 async def test_no_pod_or_node_carries_kopf_annotations_or_finalizers(
     api: client.ApiClient, operator: OperatorProcess
 ) -> None:
+    """After the whole suite, no pod or node carries a kopf annotation or finalizer."""
     core = client.CoreV1Api(api)
     objects = (await core.list_node()).items + (await core.list_pod_for_all_namespaces()).items
     assert objects, "nothing to check: the suite created no pods or nodes"

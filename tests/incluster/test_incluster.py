@@ -9,11 +9,8 @@ The tests run in order and share one release: each builds on what the one before
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,14 @@ from localcluster.node import NAME as NODE
 from localcluster.node import RUNC
 from tests.e2e.kubeobjects import PAUSE_IMAGE, wait_until
 from tests.incluster.conftest import VALUES
-from tests.incluster.workloads import APP_NS, LOAD_NS, SCHEDULER, gpu_deployment, policies
+from tests.incluster.workloads import (
+    APP_NS,
+    LOAD_NS,
+    SCHEDULER,
+    PodStream,
+    gpu_deployment,
+    policies,
+)
 
 pytestmark = pytest.mark.incluster
 NS = chart.NAMESPACE
@@ -71,6 +75,9 @@ def installed(cluster: LocalCluster) -> Iterator[LocalCluster]:
 def test_every_chart_pod_runs_on_the_real_node_and_is_ready_by_its_probes(
     installed: LocalCluster,
 ) -> None:
+    """After `helm install`, the controller, the webhook and the scheduler run two pods each
+    on the real node, each Ready by its /readyz probe, as the kubelet's own
+    prober_probe_total counts."""
     pods = component_pods(installed)
     assert {k: len(v) for k, v in pods.items()} == {"operator": 2, "webhook": 2, "scheduler": 2}
     for pod in (p for group in pods.values() for p in group):
@@ -97,6 +104,8 @@ def test_every_chart_pod_runs_on_the_real_node_and_is_ready_by_its_probes(
 def test_the_webhook_is_registered_through_the_chart_service_with_its_own_ca(
     installed: LocalCluster,
 ) -> None:
+    """The apiserver reaches the webhook through the chart's Service, with the chart's own
+    CA bundle, and the Service's endpoints are exactly the webhook pods."""
     (config,) = [
         c
         for c in get(installed, "mutatingwebhookconfigurations")["items"]
@@ -178,6 +187,8 @@ def containers(cluster: LocalCluster) -> list[dict[str, Any]]:
 def test_containers_run_as_65532_on_a_read_only_root_with_only_tmp_writable(
     installed: LocalCluster,
 ) -> None:
+    """Seen from the host, every chart container runs as UID 65532 on a read-only root, and
+    only /tmp is writable besides what every pod gets."""
     running = containers(installed)
     assert len(running) == 6, running
     for container in running:
@@ -218,6 +229,9 @@ def bound_pods(cluster: LocalCluster, namespace: str, count: int) -> list[dict[s
 def test_pods_are_hinted_placed_and_costed_by_the_chart_components(
     installed: LocalCluster,
 ) -> None:
+    """GPU pods are hinted by the chart's webhook, bound by the chart's scheduler onto the
+    labelled KWOK GPU nodes, and costed by the chart's controller, whose ServiceAccount and
+    pod the audit log names."""
     installed.kubectl("create", "namespace", APP_NS)
     installed.kubectl("apply", "-f", "-", objects=policies())
     wait_until(
@@ -294,6 +308,8 @@ def lease_holder(cluster: LocalCluster) -> str:
 def test_deleting_the_leader_hands_the_lease_over_and_the_old_pod_writes_nothing(
     installed: LocalCluster,
 ) -> None:
+    """Deleting the leading controller pod hands the Lease to another replica within the
+    lease duration; the new leader costs new pods, and the deleted pod writes nothing after."""
     operators = [p["metadata"]["name"] for p in component_pods(installed)["operator"]]
     holder = lease_holder(installed)
     (leader,) = [name for name in operators if name in holder]
@@ -333,54 +349,6 @@ def test_deleting_the_leader_hands_the_lease_over_and_the_old_pod_writes_nothing
 # ---- upgrade under load ----------------------------------------------------------------------
 
 
-class PodStream:
-    """Creates bare pods at a steady rate straight through the API, as a burst of users would."""
-
-    def __init__(self, cluster: LocalCluster, namespace: str, per_second: float) -> None:
-        self.url = f"{cluster.server}/api/v1/namespaces/{namespace}/pods"
-        self.context: ssl.SSLContext = cluster.ssl_context()
-        self.period = 1 / per_second
-        self.created: list[str] = []
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PodStream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        due = time.monotonic()
-        while not self._stop.is_set():
-            name = f"load-{len(self.created) + len(self.failed):05d}"
-            body = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "labels": {"app": "load"}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "containers": [{"name": "c", "image": PAUSE_IMAGE}],
-                },
-            }
-            request = urllib.request.Request(
-                self.url,
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-                method="POST",
-            )
-            try:
-                with urllib.request.urlopen(request, context=self.context, timeout=30):
-                    self.created.append(name)
-            except OSError as err:
-                self.failed.append(f"{name}: {err}")
-            due += self.period
-            self._stop.wait(max(0.0, due - time.monotonic()))
-
-
 def fail_open_count(cluster: LocalCluster) -> float:
     metrics = cluster.kubectl("get", "--raw", "/metrics")
     return sum(
@@ -393,6 +361,8 @@ def fail_open_count(cluster: LocalCluster) -> float:
 def test_a_helm_upgrade_rolls_the_webhook_without_a_pod_created_unhinted(
     installed: LocalCluster,
 ) -> None:
+    """A `helm upgrade` rolls the webhook while 10 pods a second are created: every create
+    succeeds, none fails open, and every pod is hinted."""
     installed.kubectl("create", "namespace", LOAD_NS)
     before_pods = {p["metadata"]["name"] for p in component_pods(installed)["webhook"]}
     before = fail_open_count(installed)
@@ -468,6 +438,8 @@ def test_auto_mode_compiles_by_discovery(installed: LocalCluster) -> None:
 
 
 def test_uninstall_removes_the_chart_and_pod_creation_goes_on(installed: LocalCluster) -> None:
+    """`helm uninstall` removes the chart's pods, its webhook configuration and the compiled
+    policies, and pods are still created, unhinted."""
     chart.uninstall(installed.kubeconfig)
     wait_until(
         lambda: not get(installed, "pods", "-n", NS)["items"] or None,
@@ -507,6 +479,8 @@ def test_uninstall_removes_the_chart_and_pod_creation_goes_on(installed: LocalCl
 def test_an_install_with_a_missing_image_fails_naming_the_pod_and_the_reason(
     installed: LocalCluster,
 ) -> None:
+    """An install whose image is not on the node fails, and the error names the pod and
+    ErrImageNeverPull."""
     with pytest.raises(chart.InstallError) as failed:
         chart.install(installed.kubeconfig, VALUES, "image.tag=no-such-tag", wait="45s")
     message = str(failed.value)

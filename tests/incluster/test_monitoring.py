@@ -73,6 +73,9 @@ def wait_all_up(api: PrometheusAPI) -> None:
 def test_prometheus_scrapes_every_chart_target_through_its_service_monitors(
     prometheus: PrometheusAPI,
 ) -> None:
+    """Prometheus finds the controller, webhook and scheduler through the chart's
+    ServiceMonitors and every target is up; the scheduler's is scraped over HTTPS with the
+    ServiceAccount's token."""
     wait_all_up(prometheus)
     targets = prometheus.get("targets", state="active")["activeTargets"]
     scheduler = [t for t in targets if t["labels"].get("job") == f"{SCHEDULER}-metrics"]
@@ -85,6 +88,8 @@ def test_prometheus_scrapes_every_chart_target_through_its_service_monitors(
 
 
 def test_the_chart_alerts_are_loaded_and_healthy(prometheus: PrometheusAPI) -> None:
+    """Prometheus loads the chart's 8 alerts from its PrometheusRule, all of them healthy."""
+
     def loaded() -> list[dict[str, Any]] | None:
         groups = prometheus.get("rules", type="alert")["groups"]
         rules = [r for g in groups for r in g["rules"] if NS in g["file"]]
@@ -138,6 +143,9 @@ def substitute(expr: str, values: dict[str, str]) -> str:
 def test_every_panel_of_both_dashboards_returns_series(
     cluster: LocalCluster, prometheus: PrometheusAPI
 ) -> None:
+    """After a GPU Deployment is scaled up and down, every query of every panel in both
+    dashboards returns series, with $job substituted as Grafana would; a failure names each
+    empty panel."""
     # Load before the first scrape would not show in any rate().
     wait_all_up(prometheus)
     drive_load(cluster)
@@ -176,6 +184,8 @@ def alert_state(api: PrometheusAPI, name: str) -> str | None:
 def test_pods_left_pending_by_a_stopped_scheduler_raise_the_alert(
     cluster: LocalCluster, prometheus: PrometheusAPI
 ) -> None:
+    """With the chart's scheduler scaled to 0, a pod waiting for it turns
+    SchedpolicyPodsPending to pending, then to firing."""
     assert alert_state(prometheus, "SchedpolicyPodsPending") is None
     cluster.kubectl("scale", "deployment", SCHEDULER, "-n", NS, "--replicas=0")
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -17,11 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from localcluster import ClusterError, LocalCluster
 from localcluster.ports import free_port
 from schedpolicy.core.wellknown import COST_ANNOTATION
+from tests.e2e.conftest import SAMPLE, metric_sample
 from tests.e2e.kubeobjects import deployment, ready_pods, wait_until
 from tests.e2e.pools import Pool, apply, apply_namespace_policy, get_json, namespace_policy
 from tests.e2e.reliability.conftest import Start
-
-SAMPLE = "schedpolicy.io/metric"
 
 
 def counters(port: int) -> dict[tuple[str, str], float]:
@@ -34,12 +32,6 @@ def counters(port: int) -> dict[tuple[str, str], float]:
             if "reason" in s.labels:
                 out[(s.name, s.labels["reason"])] = s.value
     return out
-
-
-def sample(value: Any, uid: str, at: datetime) -> str:
-    return json.dumps(
-        {"value": value, "observedAt": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "podUID": uid}
-    )
 
 
 def ours(pod: dict[str, Any]) -> tuple[str | None, Any]:
@@ -61,6 +53,9 @@ async def test_untrustworthy_samples_change_nothing(
     policies: list[str],
     metrics_port: int,
 ) -> None:
+    """Samples that cannot be trusted (NaN, infinite, negative, future-dated, stale, for
+    another pod, malformed, or from a scrape that hangs) leave every cost and its
+    managedFields entry as they were, and the operator's /metrics counts each by reason."""
     pool.create(pool.node("bad"))
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     await apps.create_namespaced_deployment(
@@ -77,7 +72,7 @@ async def test_untrustworthy_samples_change_nothing(
         await core.patch_namespaced_pod(
             p.metadata.name,
             namespace,
-            {"metadata": {"annotations": {SAMPLE: sample(500, p.metadata.uid, now)}}},
+            {"metadata": {"annotations": {SAMPLE: metric_sample(500, p.metadata.uid, now)}}},
         )
 
     # A real endpoint "on" the scraped pod's loopback IP, which will start to hang.
@@ -162,11 +157,11 @@ async def test_untrustworthy_samples_change_nothing(
         }
 
         bad: dict[str, Callable[[str], str]] = {
-            "not-finite": lambda uid: sample("NaN", uid, datetime.now(UTC)),
-            "negative": lambda uid: sample(-5, uid, datetime.now(UTC)),
-            "future": lambda uid: sample(5, uid, datetime.now(UTC) + timedelta(hours=2)),
-            "stale": lambda uid: sample(5, uid, datetime.now(UTC) - timedelta(hours=2)),
-            "wrong-uid": lambda uid: sample(5, "someone-else", datetime.now(UTC)),
+            "not-finite": lambda uid: metric_sample("NaN", uid, datetime.now(UTC)),
+            "negative": lambda uid: metric_sample(-5, uid, datetime.now(UTC)),
+            "future": lambda uid: metric_sample(5, uid, datetime.now(UTC) + timedelta(hours=2)),
+            "stale": lambda uid: metric_sample(5, uid, datetime.now(UTC) - timedelta(hours=2)),
+            "wrong-uid": lambda uid: metric_sample(5, "someone-else", datetime.now(UTC)),
             "malformed": lambda uid: "{oops",
         }
         for p, make in zip(pods, bad.values(), strict=False):
@@ -182,7 +177,7 @@ async def test_untrustworthy_samples_change_nothing(
             {
                 "metadata": {
                     "annotations": {
-                        SAMPLE: sample("Infinity", infinite.metadata.uid, datetime.now(UTC))
+                        SAMPLE: metric_sample("Infinity", infinite.metadata.uid, datetime.now(UTC))
                     }
                 }
             },
@@ -211,6 +206,9 @@ async def test_a_cost_set_by_someone_else_is_left_alone(
     policies: list[str],
     metrics_port: int,
 ) -> None:
+    """A cost someone else set is left alone by a policy without takeOver: that pod keeps
+    777 and gets no managedFields entry of ours, its neighbour gets the policy's cost, and
+    schedpolicy_cost_skipped_total counts a foreign-cost skip."""
     pool.create(pool.node("foreign", labels={"karpenter.sh/capacity-type": "spot"}))
     await client.AppsV1Api(api).create_namespaced_deployment(
         namespace, deployment("app", 2, node_selector=pool.selector)
@@ -255,6 +253,9 @@ async def test_gpu_labels_without_allocatable_gpus_get_nothing(
     policies: list[str],
     metrics_port: int,
 ) -> None:
+    """A node whose GPU Feature Discovery labels claim GPUs that its status.allocatable does
+    not list gets no GPU label, annotation or write of ours, and
+    schedpolicy_gpu_nodes_unlabelled counts it; a node with allocatable GPUs is labelled."""
     broken = pool.node(
         "broken",
         instance_type="g5.12xlarge",
@@ -305,6 +306,8 @@ async def test_a_rejected_update_keeps_the_accepted_spec_working(
     start_operator: Start,
     policies: list[str],
 ) -> None:
+    """An update the apiserver rejects (min above max) changes nothing: the policy keeps its
+    generation, its spec and Ready=True, and the pods keep their costs."""
     pool.create(pool.node("cel", labels={"karpenter.sh/capacity-type": "spot"}))
     await client.AppsV1Api(api).create_namespaced_deployment(
         namespace, deployment("app", 2, node_selector=pool.selector)

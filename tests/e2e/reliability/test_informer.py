@@ -88,6 +88,8 @@ def resource(namespace: str) -> Resource[wire.Pod]:
 async def test_watch_list_streams_the_initial_state(
     api: client.ApiClient, kube: Kube, namespace: str
 ) -> None:
+    """Against the real apiserver, the informer's watch-list streams the pods already there,
+    closed by one bookmark, then follows a create and a delete."""
     await start_pods(api, namespace)
     held = Held()
     informer = Informer(kube, resource(namespace), held, timeout_seconds=30)
@@ -101,6 +103,8 @@ async def test_watch_list_streams_the_initial_state(
 async def test_paged_list_when_the_apiserver_refuses_watch_list(
     cluster: LocalCluster, api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
+    """Against an apiserver with the WatchList gate off, the informer falls back to a paged
+    list (two pages for three pods) and follows a create and a delete all the same."""
     await start_pods(api, namespace)
     server = await asyncio.to_thread(
         cluster.start_extra_apiserver,

@@ -39,7 +39,9 @@ ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:schedpolicy"
 def test_operator_service_account_matrix(
     cluster: LocalCluster, crd: str, verb: str, resource: str, allowed: bool
 ) -> None:
-    """What the operator runs as in every e2e test: the chart's ServiceAccount and RBAC."""
+    """As `kubectl auth can-i` answers for the chart's ServiceAccount, which the operator
+    runs as in every e2e test: it may patch pods, nodes and policy status and create
+    Events, and may do nothing else in the matrix."""
     answer = cluster.kubectl(
         "auth", "can-i", verb, *resource.split(), "-A", f"--as={ACCOUNT}", check=False
     ).strip()
