@@ -1,6 +1,6 @@
 """The leader's admission pass, against a recording stand-in for the apiserver: the order of
 its writes, and what a refusal leaves behind. What the apiserver does with them is in
-tests/e2e/test_placement.py."""
+tests/e2e/placement/."""
 
 from __future__ import annotations
 
