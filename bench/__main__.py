@@ -16,18 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import (
-    churn,
-    convergence,
-    gpu_hours,
-    gpu_scaledown,
-    packing,
-    packing_dra,
-    report,
-    scaledown,
-    webhook,
-)
+from bench import gpu_hours, report
+from bench.admission.run import run_b3
+from bench.charts import RESULTS
+from bench.convergence import run as convergence
+from bench.packing import churn, dra, stream
 from bench.scale import SCALES, Scale
+from bench.scaledown import gpu as gpu_scaledown
+from bench.scaledown import run as scaledown
 from bench.serving import run as serving
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
@@ -68,6 +64,10 @@ def headline(key: str, r: dict[str, Any]) -> str:
             for shape, lanes in r["shapes"].items()
         )
         return f"B4-DRA free nodes {shapes} vs FFD {r['ffd_bound']['free_nodes']}"
+    return _later_headline(key, r)
+
+
+def _later_headline(key: str, r: dict[str, Any]) -> str:
     if key == "b4c-churn":
         lanes = r["lanes"]
         return "B4c min 8-GPU ratio " + ", ".join(
@@ -108,8 +108,57 @@ def b7_size(scale: Scale) -> str:
 
 
 def save(key: str, result: dict[str, Any]) -> None:
-    report.RESULTS.mkdir(exist_ok=True)
-    (report.RESULTS / f"{key}.json").write_text(json.dumps(result, indent=2) + "\n")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{key}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run_convergence(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -> bool:
+    """B1 and B2, or B2 alone, on one fleet; whether they failed."""
+    try:
+        if "B1" in wanted:
+            b1, b2 = convergence.run_b1_b2(cluster, scale, out)
+            save("b1-convergence", b1)
+            print(headline("b1-convergence", b1), flush=True)
+        else:
+            b2 = convergence.run_b2(cluster, scale)
+        save("b2-memory", b2)
+        print(headline("b2-memory", b2), flush=True)
+        # One B2 point per scale: the report takes the slope between two of them.
+        save(f"b2-memory-{scale.name}", b2)
+    except Exception as err:
+        traceback.print_exc()
+        save("b1-convergence", {"name": "B1 convergence", "scale": scale.name, "error": repr(err)})
+        return True
+    return False
+
+
+def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -> bool:
+    """B3 to B7, each as wanted; whether any failed."""
+    runs: list[tuple[str, str, Bench]] = [
+        ("B3", "b3-webhook", run_b3),
+        ("B4", "b4-packing", stream.run_b4),
+        ("B4DRA", "b4-dra-packing", dra.run_b4_dra),
+        ("B4C", "b4c-churn", churn.run_b4c),
+        ("B5", "b5-scaledown", scaledown.run_b5),
+        ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
+        ("B6", "b6-gpu-hours", gpu_hours.run_b6),
+        ("B7", "b7-serving", serving_b7),
+    ]
+    failed = False
+    for tag, key, fn in runs:
+        if tag not in wanted:
+            continue
+        t0 = time.monotonic()
+        try:
+            result = fn(cluster, scale, out)
+            result["seconds"] = round(time.monotonic() - t0)
+            save(key, result)
+            print(headline(key, result), flush=True)
+        except Exception as err:
+            failed = True
+            traceback.print_exc()
+            save(key, {"name": key, "scale": scale.name, "error": repr(err)})
+    return failed
 
 
 def main() -> int:
@@ -122,7 +171,6 @@ def main() -> int:
     scale = SCALES[args.scale]
     wanted = {w.strip().upper() for w in args.only.split(",")}
     cluster = LocalCluster(REPO / ".cluster" / "bench")
-    out = report.RESULTS
     started = time.monotonic()
     failed = False
     print(
@@ -143,47 +191,8 @@ def main() -> int:
                 "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
             )
         if wanted & {"B1", "B2"}:
-            try:
-                if "B1" in wanted:
-                    b1, b2 = convergence.run_b1_b2(cluster, scale, out)
-                    save("b1-convergence", b1)
-                    print(headline("b1-convergence", b1), flush=True)
-                else:
-                    b2 = convergence.run_b2(cluster, scale)
-                save("b2-memory", b2)
-                print(headline("b2-memory", b2), flush=True)
-                # One B2 point per scale: the report takes the slope between two of them.
-                save(f"b2-memory-{scale.name}", b2)
-            except Exception as err:
-                failed = True
-                traceback.print_exc()
-                save(
-                    "b1-convergence",
-                    {"name": "B1 convergence", "scale": scale.name, "error": repr(err)},
-                )
-        runs: list[tuple[str, str, Bench]] = [
-            ("B3", "b3-webhook", webhook.run_b3),
-            ("B4", "b4-packing", packing.run_b4),
-            ("B4DRA", "b4-dra-packing", packing_dra.run_b4_dra),
-            ("B4C", "b4c-churn", churn.run_b4c),
-            ("B5", "b5-scaledown", scaledown.run_b5),
-            ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
-            ("B6", "b6-gpu-hours", gpu_hours.run_b6),
-            ("B7", "b7-serving", serving_b7),
-        ]
-        for tag, key, fn in runs:
-            if tag not in wanted:
-                continue
-            t0 = time.monotonic()
-            try:
-                result = fn(cluster, scale, out)
-                result["seconds"] = round(time.monotonic() - t0)
-                save(key, result)
-                print(headline(key, result), flush=True)
-            except Exception as err:
-                failed = True
-                traceback.print_exc()
-                save(key, {"name": key, "scale": scale.name, "error": repr(err)})
+            failed = run_convergence(cluster, scale, RESULTS, wanted)
+        failed = run_each(cluster, scale, RESULTS, wanted) or failed
     finally:
         if shared:
             cluster.down()

@@ -3,8 +3,9 @@
 A benchmark is a set of lanes (the product against its baselines) measured on the same load.
 `run_in_turn` runs each lane `repeats` times, lanes taking turns in a rotating order so that
 drift in the machine falls on every lane alike, on a shared cluster or a fresh one per run;
-`summarise` gives each figure's min, median and max per lane; and a difference between two
-lanes is called real only when their ranges do not overlap (`apart`). bench.replay.waves
+`summarise` gives each figure's min, median and max per lane, and `medians` one lane's figures
+as a single run's, each the median of its runs'; and a difference between two lanes is called
+real only when their ranges do not overlap (`apart`). bench.replay.waves
 runs Karpenter lanes side by side instead of in turn, with the same summary.
 """
 
@@ -107,3 +108,40 @@ def compare(a: Mapping[str, Spread], b: Mapping[str, Spread], keys: Iterable[str
         }
         for key in keys
     }
+
+
+def medians(runs: Sequence[Figures]) -> Figures:
+    """A lane's runs as one run's figures: each number the median of its runs' (None left out),
+    through dicts and through lists of one length; anything else (a name, a flag, lists of
+    other lengths) the first run's. One run gives its own figures back, unchanged."""
+    if not runs:
+        raise ValueError("no runs to take the medians of")
+    return dict(_median(list(runs)))
+
+
+def _median(values: list[Any]) -> Any:
+    if len(values) == 1:
+        return values[0]
+    found = [v for v in values if v is not None]
+    if not found:
+        return None
+    head = found[0]
+    if all(isinstance(v, dict) for v in found):
+        return {key: _median([v.get(key) for v in found]) for key in head}
+    if all(isinstance(v, list) and len(v) == len(head) for v in found):
+        return [_median([v[i] for v in found]) for i in range(len(head))]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in found):
+        return statistics.median(found)
+    return values[0]
+
+
+def rounded(figures: Any, digits: int = 3) -> Any:
+    """Every float in `figures` rounded to `digits`, through dicts and lists: the spreads a
+    result keeps, computed from unrounded runs."""
+    if isinstance(figures, float):
+        return round(figures, digits)
+    if isinstance(figures, dict):
+        return {key: rounded(value, digits) for key, value in figures.items()}
+    if isinstance(figures, list):
+        return [rounded(value, digits) for value in figures]
+    return figures

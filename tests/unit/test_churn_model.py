@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from bench.churn_model import checkpoint, first_fit_decreasing, job_stream, placeable
+from bench.packing.churn_model import checkpoint, first_fit_decreasing, job_stream, placeable
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.create_latency import AuditCursor, quantile
+from bench.admission.create_latency import AuditCursor, quantile
 
 
 def event(

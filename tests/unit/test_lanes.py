@@ -7,7 +7,17 @@ from typing import Any, cast
 
 import pytest
 
-from bench.lanes import Lane, apart, compare, order, run_in_turn, spread, summarise
+from bench.lanes import (
+    Lane,
+    apart,
+    compare,
+    medians,
+    order,
+    rounded,
+    run_in_turn,
+    spread,
+    summarise,
+)
 from localcluster import LocalCluster
 
 
@@ -61,3 +71,33 @@ def test_a_difference_is_real_only_when_the_ranges_are_apart(
     assert apart(spread(a), spread(b)) is real
     compared = compare({"x": spread(a)}, {"x": spread(b)}, ["x"])["x"]
     assert compared["ranges_apart"] is real
+
+
+def test_one_run_is_its_own_median() -> None:
+    run = {"seconds": 1.23456, "q": {0.5: 2.0}, "burst": {"shares": {"5 ms": 0.3}}, "by": [1, 2]}
+    assert medians([run]) == run
+
+
+def test_medians_go_through_dicts_and_lists_and_leave_the_rest_to_the_first_run() -> None:
+    runs = [
+        {"x": 1, "q": {0.5: 3.0}, "per_zone": [1, 9], "name": "a", "ok": True, "skew": None},
+        {"x": 5, "q": {0.5: 1.0}, "per_zone": [3, 7], "name": "b", "ok": False, "skew": 2.0},
+        {"x": 2, "q": {0.5: 2.0}, "per_zone": [2, 8], "name": "c", "ok": False, "skew": 4.0},
+    ]
+    assert medians(runs) == {
+        "x": 2,
+        "q": {0.5: 2.0},
+        "per_zone": [2, 8],
+        "name": "a",
+        "ok": True,
+        "skew": 3.0,
+    }
+    with pytest.raises(ValueError, match="no runs"):
+        medians([])
+
+
+def test_rounded_rounds_floats_only() -> None:
+    assert rounded({"a": [1.23456, 2], "b": {"c": None, "d": 0.5}}, 2) == {
+        "a": [1.23, 2],
+        "b": {"c": None, "d": 0.5},
+    }

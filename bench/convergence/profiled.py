@@ -1,4 +1,5 @@
-"""`python -m bench.profiled run|webhook ...`: `python -m schedpolicy` under pyinstrument.
+"""`python -m bench.convergence.profiled run|webhook ...`: `python -m schedpolicy` under
+pyinstrument.
 
 Takes schedpolicy's own arguments and, when the process ends (on SIGTERM too: both
 commands stop on it and return), writes the profile as text to $SCHEDPOLICY_PROFILE,
@@ -15,12 +16,13 @@ from pathlib import Path
 
 from schedpolicy.app.cli import main as schedpolicy
 
-MODULE = "bench.profiled"
+MODULE = "bench.convergence.profiled"
 PROFILE = "SCHEDPOLICY_PROFILE"
 
 
 def env(to: Path) -> dict[str, str]:
-    """The environment of a process run as `python -m bench.profiled`, profiled into `to`."""
+    """The environment of a process run as `python -m bench.convergence.profiled`, profiled
+    into `to`."""
     return {PROFILE: str(to)}
 
 

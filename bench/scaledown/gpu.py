@@ -3,8 +3,9 @@
 16 nodes of 8 GPUs. Some already run other GPU jobs (bare pods, not ReplicaSet-owned) that
 need little CPU; others run CPU-heavy work with no GPU. An inference Deployment of 64
 one-GPU replicas is spread over them (per-node pod capacity pins how many land where, so
-every case starts from the same placement) and scaled to 32, three times: with no policy,
-with NodeConsolidation measuring CPU (today's default), and measuring nvidia.com/gpu.
+every case starts from the same placement) and scaled to 32, three times, a lane each
+(bench.lanes): with no policy, with NodeConsolidation measuring CPU (today's default), and
+measuring nvidia.com/gpu.
 
 Counted are the nodes left with no GPU in use, against the offline greedy ideal over the
 nodes that run no other GPU job. A Deployment's replicas share one template, so CPU fill
@@ -14,20 +15,26 @@ and GPU fill disagree through the other work on each node rather than per replic
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench import fleet
+from bench.lanes import Figures, compare, medians, ratio, run_in_turn, summarise
 from bench.scale import Scale
-from bench.scaledown import greedy_ideal, policy, scale_to
+from bench.scaledown.deployment import (
+    NAMESPACE,
+    Pods,
+    ScaleDown,
+    greedy_ideal,
+    other_work,
+    policy,
+)
 from localcluster import LocalCluster
 from localcluster.operator_process import controller
 from localcluster.topology import FakeNode
 from schedpolicy.core.wellknown import COST_ANNOTATION
 
-NAMESPACE = "bench-scaledown"
 GPU = "nvidia.com/gpu"
 NODES, GPUS_PER_NODE, REPLICAS, TARGET = 16, 8, 64, 32
 REPLICA_CPU = 4
@@ -120,30 +127,39 @@ def create_fleet(cluster: LocalCluster, shape: list[dict[str, int]]) -> list[Fak
         limits = {}
         if n["other_gpus"]:
             requests[GPU] = limits[GPU] = str(n["other_gpus"])
-        jobs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"other-{node.name}",
-                    "namespace": NAMESPACE,
-                    "labels": {"app": "other", "bench-gpu": "other"},
-                },
-                "spec": {
-                    "nodeName": node.name,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": fleet.PAUSE,
-                            "resources": {"requests": requests, "limits": limits},
-                        }
-                    ],
-                },
-            }
-        )
+        labels = {"app": "other", "bench-gpu": "other"}
+        jobs.append(other_work(node.name, labels, {"requests": requests, "limits": limits}))
     fleet.create_in_batches(cluster, jobs)
     return nodes
+
+
+def serve(cluster: LocalCluster) -> None:
+    """The inference Deployment, at full size."""
+    doc = fleet.deployment("serve", NAMESPACE, REPLICAS, {"bench": "gpu-scaledown"}, cpu="4")
+    template = doc["spec"]["template"]
+    template["metadata"]["labels"]["bench-gpu"] = "serve"
+    template["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
+    cluster.kubectl("create", "-f", "-", objects=[doc])
+
+
+def scale_down(nodes: list[FakeNode], shape: list[dict[str, int]]) -> ScaleDown:
+    """The three lanes: no policy, CPU fill, GPU fill; each counts the GPU nodes freed."""
+    wanted = {n.name: s["replicas"] for n, s in zip(nodes, shape, strict=True)}
+
+    def check(before: Pods) -> None:
+        placed = Counter(p["spec"]["nodeName"] for p in before)
+        assert placed == wanted, (placed, wanted)
+
+    def measure(cluster: LocalCluster, before: Pods, after: Pods) -> Figures:
+        used = gpus_in_use(cluster)
+        return {"freed": sum(1 for n in nodes if used[n.name] == 0)}
+
+    lanes = {
+        "no_policy": None,
+        "cpu_fill": consolidation_policy(["cpu"]),
+        "gpu_fill": consolidation_policy([GPU]),
+    }
+    return ScaleDown("serve", REPLICAS, TARGET, lanes, check, measure, costed=settled)
 
 
 def run_b5g(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
@@ -153,36 +169,20 @@ def run_b5g(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     rng = random.Random(scale.gpu_seed)
     shape = layout(rng)
     nodes = create_fleet(cluster, shape)
-    wanted = {n.name: s["replicas"] for n, s in zip(nodes, shape, strict=True)}
-    doc = fleet.deployment("serve", NAMESPACE, REPLICAS, {"bench": "gpu-scaledown"}, cpu="4")
-    template = doc["spec"]["template"]
-    template["metadata"]["labels"]["bench-gpu"] = "serve"
-    template["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
-    cluster.kubectl("create", "-f", "-", objects=[doc])
+    serve(cluster)
     operator = controller(cluster, metrics=False)
     operator.wait_for_log("view synced", timeout=300)
-    freed: dict[str, int] = {}
     try:
-        for case, resources in (("no_policy", None), ("cpu_fill", ["cpu"]), ("gpu_fill", [GPU])):
-            before = scale_to(cluster, "serve", REPLICAS)
-            placed = Counter(p["spec"]["nodeName"] for p in before)
-            assert placed == wanted, (case, placed, wanted)
-            if resources is not None:
-                cluster.kubectl("apply", "-f", "-", objects=[consolidation_policy(resources)])
-                fleet.wait_for(lambda: settled(cluster), f"{case} costs", 300, 1)
-                time.sleep(3)
-            scale_to(cluster, "serve", TARGET)
-            used = gpus_in_use(cluster)
-            freed[case] = sum(1 for n in nodes if used[n.name] == 0)
-            if resources is not None:
-                cluster.kubectl("delete", "spol", "bench-gpu-fill")
+        runs = run_in_turn(scale_down(nodes, shape).lanes(), scale.repeats, cluster)
     finally:
         operator.stop()
         cluster.kubectl("delete", "deployment", "serve", "-n", NAMESPACE, check=False)
+    freed = {case: medians(lane)["freed"] for case, lane in runs.items()}
     freeable = Counter(
         {n.name: s["replicas"] for n, s in zip(nodes, shape, strict=True) if not s["other_gpus"]}
     )
     ideal = greedy_ideal(freeable, REPLICAS - TARGET)
+    spreads = summarise(runs, ["freed"])
     return {
         "name": "B5g GPU scale-down",
         "scale": scale.name,
@@ -191,6 +191,12 @@ def run_b5g(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         "replicas": [REPLICAS, TARGET],
         "layout": shape,
         "freed": {**freed, "ideal": ideal},
-        "ratio": {k: round(v / ideal, 3) if ideal else None for k, v in freed.items()},
+        "ratio": {k: ratio(v, ideal) for k, v in freed.items()},
         "goal": "GPU fill >= 0.9 of ideal, and strictly more freed nodes than CPU fill",
+        "repeats": scale.repeats,
+        "spread": spreads,
+        "compared": {
+            "gpu_fill_vs_cpu_fill": compare(spreads["gpu_fill"], spreads["cpu_fill"], ["freed"]),
+            "gpu_fill_vs_no_policy": compare(spreads["gpu_fill"], spreads["no_policy"], ["freed"]),
+        },
     }

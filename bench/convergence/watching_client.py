@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import Any
 
-from bench.patches import send
+from bench.convergence.patches import send
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.informer import JSON
 from schedpolicy.shell.kube import Kube

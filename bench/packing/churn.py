@@ -1,196 +1,55 @@
 """B4c: GPU packing under churn, through the real kube-scheduler.
 
-Every profile gets its own lane: an identical set of 8-GPU and 4-GPU fake nodes, and the same
-seeded stream of GPU jobs (bare pods of 1/2/4/8 GPUs). KWOK completes each pod a lifetime
-after it starts (localcluster/stages/pod-lifetime.yaml), so capacity comes and goes. Admission
-is closed-loop: a lane's next job is created whenever the GPUs its unfinished jobs ask for
-stay within the target load, so every lane runs at the same requested load whatever its
-scheduler does with it. All lanes run at the same time, so they share the machine's noise.
+Every profile gets its own set of nodes (churn_profiles.py): an identical set of 8-GPU and
+4-GPU fake nodes, and the same seeded stream of GPU jobs (bare pods of 1/2/4/8 GPUs). KWOK
+completes each pod a lifetime after it starts (localcluster/stages/pod-lifetime.yaml), so
+capacity comes and goes. Admission is closed-loop: a profile's next job is created whenever
+the GPUs its unfinished jobs ask for stay within the target load, so every profile runs at
+the same requested load whatever its scheduler does with it. All profiles run at the same
+time, in one driver, so they share the machine's noise; that driver is the benchmark's one
+lane (bench.lanes), run once per seed.
 
-After a warm-up of one and a half mean lifetimes, each lane is measured at fixed checkpoints
-against an offline first-fit-decreasing repack of the jobs it runs at that moment
-(`churn_model.checkpoint`).
-
-The lanes are the chart's schedpolicy-scheduler profile, the cluster's default profile, and
-alternatives NodeResourcesFit offers upstream, run as extra profiles of one more
-kube-scheduler process built from the chart's own configuration.
+After a warm-up of one and a half mean lifetimes, each profile is measured at fixed
+checkpoints against an offline first-fit-decreasing repack of the jobs it runs at that
+moment (`churn_model.checkpoint`).
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench import fleet
-from bench.churn_model import Job, checkpoint, job_stream, ratio
+from bench.lanes import Figures, Lane, compare, rounded, run_in_turn, summarise
+from bench.packing.churn_model import Job, checkpoint, job_stream, ratio
+from bench.packing.churn_profiles import (
+    ALTERNATIVES_PROCESS,
+    LANE_LABEL,
+    NAMESPACE,
+    Profile,
+    job_pod,
+    profile_nodes,
+    profiles,
+    start_alternatives,
+)
 from bench.scale import Scale
-from localcluster import LocalCluster, binaries, chart
-from localcluster.topology import FakeNode
+from localcluster import LocalCluster
 
-NAMESPACE = "bench-churn"
-GPU = "nvidia.com/gpu"
-LIFETIME = "pod-complete.stage.kwok.x-k8s.io/delay"
-LANE_LABEL = "bench-churn"
 TARGET_LOAD = 0.9  # the most of a lane's GPUs its unfinished jobs may ask for
 CHECKPOINT_EVERY = 10  # seconds
 TICK = 1.0
-ALTERNATIVES_PROCESS = "b4c-kube-scheduler"
 SUCCEEDED = f"/api/v1/namespaces/{NAMESPACE}/pods?fieldSelector=status.phase%3DSucceeded"
-
-
-@dataclass
-class Lane:
-    """One profile's nodes and its progress through the shared stream."""
-
-    short: str
-    scheduler: str
-    description: str
-    capacities: dict[str, int] = field(default_factory=dict)
-    next_job: int = 0
-    completed_gpus: int = 0
-    alive: set[str] = field(default_factory=set)  # unfinished at the last list
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    demand: list[float] = field(default_factory=list)
-
-    @property
-    def capacity(self) -> int:
-        return sum(self.capacities.values())
-
-
-def _fit_args(strategy: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}
-
-
-def alternative_profiles() -> list[tuple[str, str, dict[str, Any]]]:
-    """(short name, what it is, NodeResourcesFit scoring strategy) for each alternative."""
-    light = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-    return [
-        (
-            "gpu10",
-            "MostAllocated, cpu 1 / memory 1 / gpu 10 (the chart's default before B4c)",
-            {"type": "MostAllocated", "resources": [*light, {"name": GPU, "weight": 10}]},
-        ),
-        (
-            "gpu-only",
-            "MostAllocated over nvidia.com/gpu alone",
-            {"type": "MostAllocated", "resources": [{"name": GPU, "weight": 1}]},
-        ),
-        (
-            "gpu3",
-            "MostAllocated, cpu 1 / memory 1 / gpu 3",
-            {"type": "MostAllocated", "resources": [*light, {"name": GPU, "weight": 3}]},
-        ),
-        (
-            "rtcr-convex",
-            "RequestedToCapacityRatio, cpu 1 / memory 1 / gpu 10, shape 0→0, 75→2, 100→10",
-            {
-                "type": "RequestedToCapacityRatio",
-                "resources": [*light, {"name": GPU, "weight": 10}],
-                "requestedToCapacityRatio": {
-                    "shape": [
-                        {"utilization": 0, "score": 0},
-                        {"utilization": 75, "score": 2},
-                        {"utilization": 100, "score": 10},
-                    ]
-                },
-            },
-        ),
-    ]
-
-
-def alternatives_config(workdir: Path, kubeconfig: Path) -> Path:
-    """The chart's scheduler configuration, one profile per alternative, differing from the
-    chart's profile only in NodeResourcesFit's scoring strategy."""
-    config = chart.scheduler_config(chart.render("templates/scheduler/configmap.yaml"))
-    (base,) = config["profiles"]
-    profiles = []
-    for short, _, strategy in alternative_profiles():
-        profile = copy.deepcopy(base)
-        profile["schedulerName"] = f"b4c-{short}"
-        profile["pluginConfig"] = [
-            _fit_args(strategy) if p["name"] == "NodeResourcesFit" else p
-            for p in profile["pluginConfig"]
-        ]
-        profiles.append(profile)
-    config["profiles"] = profiles
-    config["leaderElection"] = {"leaderElect": False}
-    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
-    path = workdir / "b4c-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def start_alternatives(cluster: LocalCluster) -> None:
-    kubeconfig = cluster.service_account_kubeconfig("schedpolicy-scheduler", "b4c-scheduler")
-    config = alternatives_config(cluster.workdir, kubeconfig)
-    cluster.supervisor.start(
-        ALTERNATIVES_PROCESS,
-        [
-            str(binaries.path("kube-scheduler")),
-            f"--config={config}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--secure-port=0",  # nothing to serve: the lanes' pods show whether it works
-        ],
-    )
-
-
-def lanes() -> list[Lane]:
-    return [
-        Lane("ours", "schedpolicy-scheduler", "schedpolicy-scheduler (the chart's profile)"),
-        Lane("default", "default-scheduler", "default profile"),
-        *(Lane(short, f"b4c-{short}", what) for short, what, _ in alternative_profiles()),
-    ]
-
-
-def lane_nodes(lane: Lane, eights: int, fours: int) -> list[FakeNode]:
-    nodes = []
-    for gpus, count, cpu in ((8, eights, "96"), (4, fours, "48")):
-        made = fleet.fake_nodes(
-            f"churn-{lane.short}-{gpus}g",
-            count,
-            cpu=cpu,
-            gpus=gpus,
-            labels={LANE_LABEL: lane.short},
-        )
-        nodes += made
-        lane.capacities.update({n.name: gpus for n in made})
-    return nodes
-
-
-def job_pod(lane: Lane, job: Job) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{lane.short}-{job.index:05d}",
-            "namespace": NAMESPACE,
-            "labels": {"app": "gpu-churn", LANE_LABEL: lane.short},
-            "annotations": {LIFETIME: f"{job.lifetime}s"},
-        },
-        "spec": {
-            "schedulerName": lane.scheduler,
-            "nodeSelector": {LANE_LABEL: lane.short},
-            "terminationGracePeriodSeconds": 0,
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "job",
-                    "image": fleet.PAUSE,
-                    "resources": {
-                        "requests": {"cpu": str(job.cpu), "memory": "1Gi"},
-                        "limits": {GPU: str(job.gpus)},
-                    },
-                }
-            ],
-        },
-    }
+# Each profile's figures over the seeds: their spread, and each profile's against the default.
+FIGURES = (
+    "pooled_ratio_8gpu",
+    "min_ratio_8gpu",
+    "mean_ratio_8gpu",
+    "pooled_ratio_4gpu",
+    "mean_load",
+)
 
 
 @dataclass(frozen=True)
@@ -224,7 +83,7 @@ def gpus_of(name: str, stream: list[Job]) -> int:
     return stream[int(name.rsplit("-", 1)[1])].gpus
 
 
-def snapshot(lane: Lane, pods: list[PodState], stream: list[Job], t: float) -> dict[str, Any]:
+def snapshot(lane: Profile, pods: list[PodState], stream: list[Job], t: float) -> dict[str, Any]:
     running: dict[str, list[int]] = {}
     pending: list[int] = []
     for p in pods:
@@ -238,7 +97,7 @@ def snapshot(lane: Lane, pods: list[PodState], stream: list[Job], t: float) -> d
 
 
 def admit(
-    lane: Lane, pods: list[PodState], stream: list[Job]
+    lane: Profile, pods: list[PodState], stream: list[Job]
 ) -> tuple[list[dict[str, Any]], float]:
     """The lane's next jobs, as many as keep its unfinished jobs within the target load, and
     the load they then ask for."""
@@ -252,7 +111,9 @@ def admit(
     return docs, demand / lane.capacity
 
 
-def count_completions(lane: Lane, pods: list[PodState], stream: list[Job], counted: bool) -> None:
+def count_completions(
+    lane: Profile, pods: list[PodState], stream: list[Job], counted: bool
+) -> None:
     """A job that was unfinished at the last list and is now Succeeded or gone has finished:
     nothing but the bench deletes these pods, and it deletes only Succeeded ones."""
     alive = {p.name for p in pods if p.phase not in ("Succeeded", "Failed")}
@@ -262,7 +123,7 @@ def count_completions(lane: Lane, pods: list[PodState], stream: list[Job], count
 
 
 def drive(
-    cluster: LocalCluster, all_lanes: list[Lane], stream: list[Job], warm: int, window: int
+    cluster: LocalCluster, all_lanes: list[Profile], stream: list[Job], warm: int, window: int
 ) -> list[float]:
     """Runs the lanes; returns how long each tick took (a tick far over TICK means the
     driver, not the schedulers, set the pace)."""
@@ -311,7 +172,7 @@ def ratios(points: list[dict[str, Any]], size: str) -> dict[str, float | None]:
     }
 
 
-def summary(lane: Lane) -> dict[str, Any]:
+def summary(lane: Profile) -> dict[str, Any]:
     running = sum(c["running_gpus"] for c in lane.checkpoints) / len(lane.checkpoints)
     return {
         "scheduler": lane.scheduler,
@@ -360,9 +221,9 @@ def combined(short: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_seed(
-    cluster: LocalCluster, base: list[Lane], seed: int, warm: int, window: int, lifetime: int
+    cluster: LocalCluster, base: list[Profile], seed: int, warm: int, window: int, lifetime: int
 ) -> dict[str, Any]:
-    fresh = [Lane(b.short, b.scheduler, b.description, dict(b.capacities)) for b in base]
+    fresh = [b.fresh() for b in base]
     stream = job_stream(seed, 20000, lifetime)
     try:
         ticks = drive(cluster, fresh, stream, warm, window)
@@ -379,14 +240,18 @@ def run_seed(
 
 def run_b4c(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     eights, fours, lifetime = scale.churn_nodes, scale.churn_nodes, scale.churn_lifetime
-    warm, window = lifetime * 3 // 2, scale.churn_window
-    base = lanes()
-    nodes = [n for lane in base for n in lane_nodes(lane, eights, fours)]
+    warm, window, seeds = lifetime * 3 // 2, scale.churn_window, scale.churn_seeds
+    base = profiles()
+    nodes = [n for lane in base for n in profile_nodes(lane, eights, fours)]
     cluster.create_nodes(nodes, timeout=300)
     fleet.namespace(cluster, NAMESPACE)
     start_alternatives(cluster)
+
+    def one_seed(cluster: LocalCluster, repeat: int) -> Figures:
+        return run_seed(cluster, base, seeds[repeat % len(seeds)], warm, window, lifetime)
+
     try:
-        runs = [run_seed(cluster, base, s, warm, window, lifetime) for s in scale.churn_seeds]
+        runs = run_in_turn([Lane("profiles", one_seed)], len(seeds) * scale.repeats, cluster)
     finally:
         cluster.supervisor.stop(ALTERNATIVES_PROCESS)
         cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
@@ -394,14 +259,30 @@ def run_b4c(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     return {
         "name": "B4c GPU packing under churn",
         "scale": scale.name,
-        "seeds": list(scale.churn_seeds),
+        "seeds": list(seeds),
         "nodes_per_lane": {"8gpu": eights, "4gpu": fours},
         "target_load": TARGET_LOAD,
         "warmup_seconds": warm,
         "window_seconds": window,
         "checkpoint_every_seconds": CHECKPOINT_EVERY,
         "mean_lifetime_seconds": lifetime,
-        "lanes": {lane.short: combined(lane.short, runs) for lane in base},
-        "runs": runs,
+        "lanes": {lane.short: combined(lane.short, runs["profiles"]) for lane in base},
+        "runs": runs["profiles"],
         "goal": "min 8-GPU ratio >= 0.9, and above the default profile at every checkpoint",
+        "repeats": scale.repeats,
+        **spreads(runs["profiles"], [lane.short for lane in base]),
+    }
+
+
+def spreads(runs: list[Figures], shorts: list[str]) -> dict[str, Any]:
+    """Each profile's figures over the seeds as min, median and max; each profile's
+    against the default profile's."""
+    summary = summarise({s: [run["lanes"][s] for run in runs] for s in shorts}, FIGURES)
+    return {
+        "spread": rounded(summary, 3),
+        "compared": {
+            f"{short}_vs_default": compare(summary[short], summary["default"], FIGURES)
+            for short in shorts
+            if short != "default"
+        },
     }

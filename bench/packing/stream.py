@@ -1,6 +1,7 @@
 """B4: how well GPUs are packed: the chart's schedpolicy-scheduler profile against the default
 profile, both the real kube-scheduler, on the same seeded stream of GPU pods, and both against
-the first-fit-decreasing bound computed offline."""
+the first-fit-decreasing bound computed offline. Each profile is a lane (bench.lanes), taken
+in turn on the same nodes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench import churn_model, fleet
+from bench import fleet
+from bench.lanes import Lane, compare, medians, ratio, run_in_turn, summarise
+from bench.packing import churn_model
 from bench.scale import Scale
 from localcluster import LocalCluster
 
@@ -18,6 +21,8 @@ NAMESPACE = "bench-packing"
 GPUS_PER_NODE = 8
 SIZES, WEIGHTS = (1, 2, 4, 8), (0.4, 0.3, 0.2, 0.1)
 FILL = 0.8  # of all GPUs requested
+OUTCOME = ("free_nodes", "placeable_8gpu_pods", "pending_pods")
+PROFILES = {"schedpolicy": "schedpolicy-scheduler", "default": "default-scheduler"}
 
 
 def gpu_stream(seed: int, capacity: int) -> list[int]:
@@ -115,6 +120,22 @@ def place(
     return outcome([GPUS_PER_NODE - used[n] for n in nodes], pending)
 
 
+def described(scale: Scale, sizes: list[int]) -> dict[str, Any]:
+    """The stream and its nodes, as B4's and B4-DRA's results name them."""
+    return {
+        "scale": scale.name,
+        "nodes": scale.gpu_nodes,
+        "pods": len(sizes),
+        "gpus_requested": sum(sizes),
+        "seed": scale.gpu_seed,
+    }
+
+
+def profile_lane(name: str, scheduler: str, sizes: list[int], nodes: list[str]) -> Lane:
+    """The stream through one profile of the real kube-scheduler."""
+    return Lane(name, lambda cluster, repeat: place(cluster, sizes, scheduler, nodes))
+
+
 def run_b4(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     nodes = fleet.fake_nodes("packing", scale.gpu_nodes, cpu="96", gpus=GPUS_PER_NODE)
     cluster.create_nodes(nodes, timeout=300)
@@ -122,23 +143,22 @@ def run_b4(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     names = [n.name for n in nodes]
     sizes = gpu_stream(scale.gpu_seed, scale.gpu_nodes * GPUS_PER_NODE)
     bound = first_fit_decreasing(sizes, scale.gpu_nodes)
-    ours = place(cluster, sizes, "schedpolicy-scheduler", names)
-    default = place(cluster, sizes, "default-scheduler", names)
+    lanes = [profile_lane(name, sched, sizes, names) for name, sched in PROFILES.items()]
+    runs = run_in_turn(lanes, scale.repeats, cluster)
+    ours, default = medians(runs["schedpolicy"]), medians(runs["default"])
+    spreads = summarise(runs, OUTCOME)
     return {
         "name": "B4 GPU packing",
-        "scale": scale.name,
-        "nodes": scale.gpu_nodes,
-        "pods": len(sizes),
-        "gpus_requested": sum(sizes),
-        "seed": scale.gpu_seed,
+        **described(scale, sizes),
         "schedpolicy_profile": ours,
         "default_profile": default,
         "ffd_bound": bound,
-        "ratio": round(ours["free_nodes"] / bound["free_nodes"], 3)
-        if bound["free_nodes"]
-        else None,
-        "default_ratio": round(default["free_nodes"] / bound["free_nodes"], 3)
-        if bound["free_nodes"]
-        else None,
+        "ratio": ratio(ours["free_nodes"], bound["free_nodes"]),
+        "default_ratio": ratio(default["free_nodes"], bound["free_nodes"]),
         "goal": "free nodes >= 95% of the FFD bound, and more than the default profile",
+        "repeats": scale.repeats,
+        "spread": spreads,
+        "compared": {
+            "schedpolicy_vs_default": compare(spreads["schedpolicy"], spreads["default"], OUTCOME)
+        },
     }

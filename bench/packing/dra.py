@@ -9,6 +9,9 @@ Four lanes, all the real kube-scheduler, each against B4's first-fit-decreasing 
 - `nvidia.com/gpu` requests through the chart's DeviceClass with extendedResourceName,
   through both profiles. NodeResourcesFit then scores the class's devices as the node's
   nvidia.com/gpu (DRAExtendedResource, GA in 1.37), so MostAllocated packs them.
+
+Each of the four, at each of two CPU requests per pod, is a lane (bench.lanes), taken in
+turn on the same nodes.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fleet, packing
+from bench import fleet
+from bench.lanes import Lane, compare, medians, ratio, rounded, run_in_turn, summarise
+from bench.packing import stream
 from bench.scale import Scale
 from localcluster import LocalCluster, chart
 from localcluster import dra_driver as drv
 
 NAMESPACE = "bench-packing-dra"
 PREFIX = "packing-dra"
-SIZES = packing.SIZES
+SIZES = stream.SIZES
 
 
 # The CPU each pod requests. B4's 10m leaves every node's CPU score equal, and the
@@ -66,7 +71,7 @@ def pod(name: str, gpus: int, scheduler: str, route: str, cpu: str = "10m") -> d
 
 
 def settled(cluster: LocalCluster, count: int) -> list[dict[str, Any]] | None:
-    return packing.settled(cluster, count, NAMESPACE, "app=gpu-stream-dra")
+    return stream.settled(cluster, count, NAMESPACE, "app=gpu-stream-dra")
 
 
 def claims_left(cluster: LocalCluster) -> bool | None:
@@ -104,8 +109,8 @@ def place(
         "--grace-period=0", "--wait=true", "--timeout=300s",
     )  # fmt: skip
     fleet.wait_for(lambda: claims_left(cluster), "the stream's claims deleted", 300, 2)
-    result: dict[str, Any] = packing.outcome(
-        [packing.GPUS_PER_NODE - used[n] for n in nodes], pending
+    result: dict[str, Any] = stream.outcome(
+        [stream.GPUS_PER_NODE - used[n] for n in nodes], pending
     )
     result["seconds_to_place"] = round(seconds, 1)
     return result
@@ -117,9 +122,25 @@ LANES = (
     ("default_extended", "default-scheduler", "extended"),
     ("ours_extended", "schedpolicy-scheduler", "extended"),
 )
+ROUTES = ("claims", "extended")
+FIGURES = ("free_nodes", "placeable_8gpu_pods", "pending_pods", "seconds_to_place")
 
 
-def run_b4_dra(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+def dra_lane(
+    shape: str, key: str, route: tuple[str, str], sizes: list[int], nodes: list[str]
+) -> Lane:
+    """The stream through one profile (`route`: scheduler and how pods ask for GPUs), its
+    pods' CPU by `shape`."""
+    scheduler, how = route
+    return Lane(
+        f"{shape}/{key}",
+        lambda cluster, repeat: place(cluster, sizes, scheduler, how, nodes, shape),
+    )
+
+
+def setup(cluster: LocalCluster, scale: Scale) -> list[str]:
+    """The nodes, their ResourceSlices, the DeviceClasses and the claim templates; the
+    nodes' names."""
     nodes = fleet.fake_nodes(PREFIX, scale.gpu_nodes, cpu="96")
     cluster.create_nodes(nodes, timeout=300)
     fleet.namespace(cluster, NAMESPACE)
@@ -134,28 +155,41 @@ def run_b4_dra(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]
         "apply", "-f", "-",
         objects=[
             *drv.device_classes(), extended_class, *templates,
-            *(drv.gpu_slice(n.name, packing.GPUS_PER_NODE) for n in nodes),
+            *(drv.gpu_slice(n.name, stream.GPUS_PER_NODE) for n in nodes),
         ],
     )  # fmt: skip
-    names = [n.name for n in nodes]
-    sizes = packing.gpu_stream(scale.gpu_seed, scale.gpu_nodes * packing.GPUS_PER_NODE)
-    bound = packing.first_fit_decreasing(sizes, scale.gpu_nodes)
+    return [n.name for n in nodes]
+
+
+def run_b4_dra(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+    names = setup(cluster, scale)
+    sizes = stream.gpu_stream(scale.gpu_seed, scale.gpu_nodes * stream.GPUS_PER_NODE)
+    bound = stream.first_fit_decreasing(sizes, scale.gpu_nodes)
+    lanes = [
+        dra_lane(shape, key, (sched, route), sizes, names)
+        for shape in CPU_SHAPES
+        for key, sched, route in LANES
+    ]
+    runs = run_in_turn(lanes, scale.repeats, cluster)
     shapes: dict[str, dict[str, Any]] = {}
     for shape in CPU_SHAPES:
-        lanes = shapes[shape] = {
-            key: place(cluster, sizes, sched, route, names, shape) for key, sched, route in LANES
-        }
-        for lane in lanes.values():
-            free = bound["free_nodes"]
-            lane["ratio"] = round(lane["free_nodes"] / free, 3) if free else None
+        lanes_ = shapes[shape] = {key: medians(runs[f"{shape}/{key}"]) for key, _, _ in LANES}
+        for lane in lanes_.values():
+            lane["ratio"] = ratio(lane["free_nodes"], bound["free_nodes"])
+    spreads = summarise(runs, FIGURES)
     return {
         "name": "B4-DRA GPU packing",
-        "scale": scale.name,
-        "nodes": scale.gpu_nodes,
-        "pods": len(sizes),
-        "gpus_requested": sum(sizes),
-        "seed": scale.gpu_seed,
+        **stream.described(scale, sizes),
         "shapes": shapes,
         "ffd_bound": bound,
         "goal": "our profile's free nodes >= 95% of the FFD bound",
+        "repeats": scale.repeats,
+        "spread": rounded(spreads, 1),
+        "compared": {
+            f"{shape}/ours_vs_default_{route}": compare(
+                spreads[f"{shape}/ours_{route}"], spreads[f"{shape}/default_{route}"], FIGURES
+            )
+            for shape in CPU_SHAPES
+            for route in ROUTES
+        },
     }

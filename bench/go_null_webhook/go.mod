@@ -1,3 +1,0 @@
-module schedpolicy.io/bench/go-null-webhook
-
-go 1.26
