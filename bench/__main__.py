@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import gpu_hours, report
+from bench import report
 from bench.admission.run import run_b3
 from bench.charts import RESULTS
 from bench.convergence import run as convergence
+from bench.gpu_hours import run as gpu_hours
 from bench.packing import churn, dra, stream
 from bench.scale import SCALES, Scale
 from bench.scaledown import gpu as gpu_scaledown

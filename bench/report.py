@@ -10,7 +10,7 @@ from typing import Any
 from bench import charts
 from bench.admission.section import section_b3
 from bench.convergence.section import section_b1, section_b2
-from bench.gpu_hours import section_b6
+from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
 from bench.scaledown.section import section_b5, section_b5g
 from bench.serving.section import section_b7

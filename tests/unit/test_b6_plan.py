@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench import trace
-from bench.gpu_hours import plan_of
+from bench.gpu_hours import trace
+from bench.gpu_hours.run import plan_of
 from bench.replay.plan import Timers
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import trace
+from bench.gpu_hours import trace
 
 
 def row(name: str, gpus: int, milli: int, created: int, deleted: int) -> dict[str, str]:
