@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 $(VENV_STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -38,13 +38,19 @@ image: ## build the operator's image from the Dockerfile (buildah, a local Debia
 	@bash tools/image.sh
 
 .PHONY: lint
-lint: venv ## ruff, mypy, the layer contract (import-linter), hadolint, and promtool on the chart's alerts
-	@$(BUILD) helm monitoring
+lint: lint-python lint-chart ## ruff, mypy, the layer and capability contracts (import-linter), hadolint, and promtool on the chart's alerts
+
+.PHONY: lint-python
+lint-python: venv ## the Python half of lint (no Go tools): ruff, mypy, import-linter, hadolint
 	$(VENV)/bin/ruff check operator localcluster tests bench scripts
 	$(VENV)/bin/ruff format --check operator localcluster tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint Dockerfile
+
+.PHONY: lint-chart
+lint-chart: venv ## the chart's alerts through promtool (builds helm and promtool)
+	@$(BUILD) helm monitoring
 	$(PY) -m scripts.check_alerts
 
 .PHONY: fmt
@@ -53,7 +59,7 @@ fmt: venv ## format and autofix
 	$(VENV)/bin/ruff check --fix operator localcluster tests bench scripts
 
 .PHONY: crds
-crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/api.py
+crds: venv ## regenerate crds/ and chart/crds/ from operator/schedpolicy/core/api.py (the API of every capability, assembled)
 	$(PY) -m schedpolicy crd > crds/schedulingpolicies.schedpolicy.io.yaml
 	cp crds/schedulingpolicies.schedpolicy.io.yaml chart/crds/
 
@@ -99,7 +105,11 @@ test-reliability: venv ## only the fault, race and bad-input suite (also part of
 	$(PY) -m pytest tests/e2e -m reliability $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint unit e2e compat incluster ## everything CI runs (the reliability suite is part of e2e)
+# scripts/test_all.py runs lint, unit, e2e (with the Karpenter suite beside it), compat and
+# incluster, overlapping the Go builds with the stages that do not need them, and prints
+# each stage's time at the end.
+test: venv ## everything CI runs (the reliability suite is part of e2e)
+	@$(PY) -m scripts.test_all
 
 SCALE ?= full
 .PHONY: bench

@@ -41,7 +41,7 @@ def schedpolicy_argv(
     command: str, kubeconfig: Path, *extra: str, module: str = SCHEDPOLICY
 ) -> list[str]:
     """`python -m schedpolicy COMMAND --kubeconfig=... EXTRA...`; `module` may name a
-    wrapper that takes the same arguments (the bench's profiler, bench.profiled)."""
+    wrapper that takes the same arguments (the bench's profiler, bench.convergence.profiled)."""
     return [sys.executable, "-m", module, command, f"--kubeconfig={kubeconfig}", *extra]
 
 
