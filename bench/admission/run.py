@@ -10,6 +10,7 @@ from bench import fleet
 from bench.admission.in_turn import gain_in_turn, in_turn, pooled, spreads
 from bench.admission.load import NAMESPACE, RATE, bench_policy
 from bench.admission.paths import Paths
+from bench.admission.policy_cost import run_policy_costs
 from bench.convergence import costs
 from bench.lanes import Figures, compare, medians, rounded, run_in_turn, summarise
 from bench.scale import Scale
@@ -31,12 +32,14 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
         paths.stop()
     scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
     turns = in_turn(cluster, scale, paths.compiled, scheduler)
+    cost = run_policy_costs(cluster, paths.compiled, scheduler)
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
     summary = summarize(scale, runs, under_load)
     summary["in_turn"] = {name: pooled(rounds) for name, rounds in turns.items()}
     summary["compiled_gain"].update(gain_in_turn(summary["in_turn"]))
     summary.update(spreads(turns))
+    summary["policy_cost"] = cost
     return summary
 
 

@@ -130,12 +130,30 @@ def section_b3(r: dict[str, Any]) -> list[str]:
         f" **added create p99 {r['added_p99_ms']} ms** (acceptance ≤ 20, goal ≤ 10).",
         "",
         *_burst(r),
+        *_policy_cost(r.get("policy_cost")),
     ]
     return [
         *lines,
         "A separate, profiled pass of the same load: [profiles/b3-webhook.txt](profiles/b3-webhook.txt).",
         "",
         f"![B3]({img})",
+    ]
+
+
+def _policy_cost(cost: dict[str, Any] | None) -> list[str]:
+    """What each admission policy costs the apiserver per create, by its own histogram."""
+    if not cost:
+        return []
+    ms = cost["per_create_ms"]
+    return [
+        f"**Compiled policy per create: {ms['compiled']} ms, {cost['compiled_over_floor']} x the"
+        f" floor policy's {ms['floor']} ms** (acceptance ≤ 1.3 x), by the apiserver's"
+        " `apiserver_mutating_admission_policy_check_duration_seconds` over"
+        f" {cost['creates_per_round']} sequential dry-run creates a round, median of"
+        f" {len(cost['per_create_ms_by_round']['floor'])} rounds taken in turn. The same bench"
+        f" policy as the compiler made it before the one-op-per-field cuts: {ms['before']} ms"
+        f" ({cost['before_over_floor']} x the floor). By round: {cost['per_create_ms_by_round']}.",
+        "",
     ]
 
 
