@@ -1,6 +1,7 @@
 """B3's acceptance lanes taken in turn (bench.lanes.run_in_turn), a load and a burst each a
-round, in an order that rotates by one every round, with no webhook configuration
-registered: so that the acceptance rests on more than one sample of each. The same lane's
+round, in an order that rotates by one every round, each lane's admission alone in force
+(the webhook lanes register the chart's configuration for their round only): so that the
+acceptance rests on more than one sample of each. The same lane's
 burst share under 25 ms moves by 10-25 points from one burst to the next here, and its
 load p99 by a factor of two. Creates are timed one by one from the audit log.
 
@@ -22,13 +23,15 @@ from bench import fleet
 from bench.admission.create_latency import AuditCursor, quantile
 from bench.admission.floor import FLOOR, floor_policy
 from bench.admission.load import NAMESPACE, clear_load, create_load, run_burst
-from bench.admission.paths import MANAGED, POLICY_KINDS
+from bench.admission.paths import MANAGED, POLICY_KINDS, Paths, point_at
 from bench.lanes import Figures, Lane, compare, rounded, run_in_turn, summarise
 from bench.scale import Scale
 from localcluster import LocalCluster
 
-IN_TURN = ("none", "scheduler", "floor", "compiled")
-ROUNDS = 3  # times the scale's repeats
+IN_TURN = ("none", "scheduler", "floor", "compiled", "webhook", "python_null", "go_null")
+WEBHOOKS = ("webhook", "python_null", "go_null")
+HINTED = ("compiled", "webhook")
+ROUNDS = 5  # times the scale's repeats
 FIGURES = ("load_p99_ms", "create_share_under_25ms")
 
 
@@ -58,24 +61,41 @@ def serving(cluster: LocalCluster, *, hinted: bool, scheduler: str | None) -> No
 
 @dataclass(frozen=True)
 class InTurn:
-    """The lanes' admission objects (none, the floor policy, the compiled policy) and the
-    scheduler those set."""
+    """The lanes' admission objects (none, the floor policy, the compiled policy), the
+    webhooks (through `paths`), and the scheduler those set."""
 
     scale: Scale
     objects: dict[str, list[dict[str, Any]]]
     scheduler: str
+    paths: Paths
 
     def lane(self, name: str) -> Lane:
         return Lane(name, lambda cluster, repeat: self.run(name, cluster, repeat))
 
     def run(self, name: str, cluster: LocalCluster, repeat: int) -> Figures:
-        """One round of lane `name`: its objects alone in force, a load, then a burst."""
+        """One round of lane `name`: its admission alone in force, a load, then a burst."""
         cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED, "--ignore-not-found")
         cluster.kubectl("delete", POLICY_KINDS, FLOOR, "--ignore-not-found")
-        if self.objects[name]:
+        if self.objects.get(name):
             cluster.kubectl("apply", "-f", "-", objects=self.objects[name])
-        admitted_to = self.scheduler if self.objects[name] else None
-        serving(cluster, hinted=name == "compiled", scheduler=admitted_to)
+        null = None
+        if name == "webhook":
+            self.paths.serving()
+            point_at(self.paths.webhook)
+        elif name in WEBHOOKS:
+            null = self.paths.start_null(name)
+        try:
+            sets = name in ("floor", "compiled", "webhook")
+            serving(cluster, hinted=name in HINTED, scheduler=self.scheduler if sets else None)
+            return self.measure(name, cluster, repeat)
+        finally:
+            if null is not None:
+                null.terminate()
+                null.wait()
+            if name in WEBHOOKS:
+                self.paths.webhook.unregister()
+
+    def measure(self, name: str, cluster: LocalCluster, repeat: int) -> Figures:
         cursor = AuditCursor.now(cluster.audit_log)
         named = self.scheduler if name == "scheduler" else None
         asyncio.run(create_load(cluster, self.scale.webhook_seconds, f"turn{repeat}-{name}", named))
@@ -89,21 +109,21 @@ class InTurn:
             "load_p99_ms": round(quantile(load, 0.99), 2),
             "burst": cursor.creates(NAMESPACE),
             "create_share_under_25ms": burst["create_share_under_25ms"],
-            "pods_without_hints": burst["pods_without_hints"],
+            "pods_without_hints": burst["pods_without_hints"] if name in HINTED else 0,
         }
 
 
 def in_turn(
-    cluster: LocalCluster, scale: Scale, compiled: list[dict[str, Any]], scheduler: str
+    cluster: LocalCluster, scale: Scale, paths: Paths, scheduler: str
 ) -> dict[str, list[Figures]]:
     """ROUNDS rounds (times the scale's repeats) of every lane; each lane's rounds."""
     objects: dict[str, list[dict[str, Any]]] = {
         "none": [],
         "scheduler": [],
         "floor": floor_policy(scheduler),
-        "compiled": compiled,
+        "compiled": paths.compiled,
     }
-    turns = InTurn(scale, objects, scheduler)
+    turns = InTurn(scale, objects, scheduler, paths)
     runs = run_in_turn([turns.lane(name) for name in IN_TURN], ROUNDS * scale.repeats, cluster)
     cluster.kubectl("delete", POLICY_KINDS, FLOOR, "--ignore-not-found")
     return runs
@@ -135,8 +155,12 @@ def spreads(runs: dict[str, list[Figures]]) -> dict[str, Any]:
     return {
         "in_turn_spread": rounded(summary, 4),
         "in_turn_compared": {
-            "compiled_vs_none": compare(summary["compiled"], summary["none"], FIGURES),
-            "floor_vs_none": compare(summary["floor"], summary["none"], FIGURES),
+            f"{name}_vs_none": compare(summary[name], summary["none"], FIGURES)
+            for name in IN_TURN
+            if name != "none"
+        }
+        | {
+            "compiled_vs_floor": compare(summary["compiled"], summary["floor"], FIGURES),
         },
     }
 

@@ -164,17 +164,27 @@ class Paths:
         self.webhook.unregister()
         return figures
 
-    def null(self, name: str, argv: list[str], repeat: int) -> Figures:
-        """A webhook that decides nothing, on a port of its own with our certificate."""
+    def null_argv(self, name: str) -> list[str]:
+        if name == "python_null":
+            return [sys.executable, "-m", "bench.admission.null_webhook"]
+        return [str(go_null_webhook(self.cluster.workdir))]
+
+    def start_null(self, name: str) -> subprocess.Popen[bytes]:
+        """A webhook that decides nothing, on a port of its own with our certificate, with
+        the chart's configuration pointed at it (our own process runs beside it)."""
         self.serving()
         port = free_port()
         null = subprocess.Popen(
-            [*argv, str(port), str(self.webhook.cert), str(self.webhook.key)],
+            [*self.null_argv(name), str(port), str(self.webhook.cert), str(self.webhook.key)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        point_at(self.webhook, port)
+        return null
+
+    def null(self, name: str, repeat: int) -> Figures:
+        null = self.start_null(name)
         try:
-            point_at(self.webhook, port)
             return self.measure(name, repeat, pid=null.pid)
         finally:
             null.terminate()
@@ -182,12 +192,10 @@ class Paths:
             self.webhook.unregister()
 
     def python_null(self, cluster: LocalCluster, repeat: int) -> Figures:
-        return self.null(
-            "python_null", [sys.executable, "-m", "bench.admission.null_webhook"], repeat
-        )
+        return self.null("python_null", repeat)
 
     def go_null(self, cluster: LocalCluster, repeat: int) -> Figures:
-        return self.null("go_null", [str(go_null_webhook(cluster.workdir))], repeat)
+        return self.null("go_null", repeat)
 
     def profiled(self) -> None:
         """The same load once more under pyinstrument, kept apart: profiling slows the

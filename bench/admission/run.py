@@ -9,6 +9,7 @@ from typing import Any
 from bench import fleet
 from bench.admission.in_turn import gain_in_turn, in_turn, pooled, spreads
 from bench.admission.load import NAMESPACE, RATE, bench_policy
+from bench.admission.memory import webhook_memory
 from bench.admission.paths import Paths
 from bench.admission.policy_cost import run_policy_costs
 from bench.convergence import costs
@@ -25,14 +26,15 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     cluster.kubectl("apply", "-f", "-", objects=[bench_policy()])
     under_load = bool(fleet.replicas(cluster, costs.NAMESPACE))
     paths = Paths(cluster, scale, out)
+    scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
     try:
         runs = run_in_turn(paths.lanes(), scale.repeats, cluster)
         paths.profiled()
+        turns = in_turn(cluster, scale, paths, scheduler)
+        cost = run_policy_costs(cluster, paths.compiled, scheduler)
+        memory = webhook_memory(cluster, scale, paths)
     finally:
         paths.stop()
-    scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
-    turns = in_turn(cluster, scale, paths.compiled, scheduler)
-    cost = run_policy_costs(cluster, paths.compiled, scheduler)
     cluster.kubectl("delete", "spol", "bench-webhook")
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
     summary = summarize(scale, runs, under_load)
@@ -40,6 +42,7 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     summary["compiled_gain"].update(gain_in_turn(summary["in_turn"]))
     summary.update(spreads(turns))
     summary["policy_cost"] = cost
+    summary["webhook_memory"] = memory
     return summary
 
 

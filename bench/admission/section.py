@@ -131,6 +131,7 @@ def section_b3(r: dict[str, Any]) -> list[str]:
         "",
         *_burst(r),
         *_policy_cost(r.get("policy_cost")),
+        *_memory(r.get("webhook_memory")),
     ]
     return [
         *lines,
@@ -153,6 +154,22 @@ def _policy_cost(cost: dict[str, Any] | None) -> list[str]:
         f" {len(cost['per_create_ms_by_round']['floor'])} rounds taken in turn. The same bench"
         f" policy as the compiler made it before the one-op-per-field cuts: {ms['before']} ms"
         f" ({cost['before_over_floor']} x the floor). By round: {cost['per_create_ms_by_round']}.",
+        "",
+    ]
+
+
+def _memory(memory: dict[str, Any] | None) -> list[str]:
+    """The webhook's resident set idle and after each burst."""
+    if not memory:
+        return []
+    after = [k for k in memory if k.startswith("after_")]
+    said = "; ".join(
+        f"after {k.removeprefix('after_')} pods {memory[k]['VmRSS']} MiB (peak {memory[k]['VmHWM']})"
+        for k in after
+    )
+    return [
+        f"**Webhook memory under bursts:** idle {memory['idle']['VmRSS']} MiB; {said}:"
+        f" {memory['grew_mib']} MiB over idle at the peak (acceptance ≤ 20).",
         "",
     ]
 
