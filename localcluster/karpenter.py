@@ -184,17 +184,35 @@ def load_catalog(path: Path = INSTANCE_TYPES) -> Catalog:
 # ---- NodePools -------------------------------------------------------------------------------
 
 
+# What GPU node groups carry in most clusters (EKS's GPU AMIs, GKE, Karpenter's GPU
+# examples), so that only pods that tolerate it, those asking for GPUs, land there.
+GPU_TAINT = {"key": GPU, "value": "true", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
 def node_pools(
-    catalog: Catalog, *, consolidate_after: str = "5s", gpu_labels: Mapping[str, str] | None = None
+    catalog: Catalog,
+    *,
+    consolidate_after: str = "5s",
+    gpu_labels: Mapping[str, str] | None = None,
+    gpu_taint: bool = False,
 ) -> list[dict[str, Any]]:
     """A CPU pool and a GPU pool over the catalog's types, both spot and on-demand, both
     consolidating empty and underused nodes. The CPU pool weighs more, so Karpenter tries it
-    first and launches a GPU node only for a pod that asks for a GPU."""
+    first and launches a GPU node only for a pod that asks for a GPU; `gpu_taint` keeps every
+    other pod off the GPU pool's nodes."""
     cpu = [t.name for t in catalog.types if t.gpus == 0]
     gpu = [t.name for t in catalog.types if t.gpus > 0]
     return [
         _pool(CPU_POOL, cpu, weight=50, consolidate_after=consolidate_after),
-        _pool(GPU_POOL, gpu, weight=10, consolidate_after=consolidate_after, labels=gpu_labels),
+        _pool(
+            GPU_POOL,
+            gpu,
+            weight=10,
+            consolidate_after=consolidate_after,
+            labels=gpu_labels,
+            taints=[GPU_TAINT] if gpu_taint else [],
+        ),
     ]
 
 
@@ -205,6 +223,7 @@ def _pool(
     weight: int,
     consolidate_after: str,
     labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     template: dict[str, Any] = {
         "spec": {
@@ -222,6 +241,8 @@ def _pool(
     }
     if labels:
         template["metadata"] = {"labels": dict(labels)}
+    if taints:
+        template["spec"]["taints"] = [dict(t) for t in taints]
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -305,6 +326,7 @@ class KarpenterOptions:
     consolidate_after: str = "5s"
     catalog: Path = INSTANCE_TYPES
     gpu_labels: Mapping[str, str] | None = None
+    gpu_taint: bool = False  # the GPU pool's nodes taint nvidia.com/gpu (NoSchedule)
 
 
 def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]:
@@ -313,7 +335,10 @@ def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]
     check_version(version())
     catalog = load_catalog(options.catalog)
     pools = node_pools(
-        catalog, consolidate_after=options.consolidate_after, gpu_labels=options.gpu_labels
+        catalog,
+        consolidate_after=options.consolidate_after,
+        gpu_labels=options.gpu_labels,
+        gpu_taint=options.gpu_taint,
     )
     for pool in pools:
         check_node_pool(pool)

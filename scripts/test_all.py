@@ -55,9 +55,11 @@ MONITORING = ("build node, monitoring",)
 def plan() -> list[Stage]:
     e2e_main = ["tests/e2e", *(f"--ignore={p}" for p in KARPENTER_TESTS)]
     return [
+        # Once, before the stages that use it: two makes would both rebuild a stale venv.
+        Stage("venv", ["make", "--no-print-directory", "venv"]),
         Stage("build control plane", [*BUILD, "control-plane", "helm"]),
-        Stage("lint python", ["make", "--no-print-directory", "lint-python"]),
-        Stage("unit", ["make", "--no-print-directory", "unit"]),
+        Stage("lint python", ["make", "--no-print-directory", "lint-python"], ("venv",)),
+        Stage("unit", ["make", "--no-print-directory", "unit"], ("venv",)),
         Stage("build karpenter", [*BUILD, "karpenter"], ("build control plane",)),
         Stage(
             "e2e",

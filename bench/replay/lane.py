@@ -24,7 +24,7 @@ from bench.replay.observe import SERVICE_LABEL, Seen, Watcher
 from bench.replay.plan import Plan, Shape
 from localcluster import LocalCluster, audit
 from localcluster.binaries import REPO
-from localcluster.karpenter import GPU, KarpenterOptions
+from localcluster.karpenter import GPU, GPU_TOLERATION, KarpenterOptions
 
 SCHEDULER = "schedpolicy-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
@@ -53,12 +53,14 @@ def deployment(
     service: Shape, namespace: str, replicas: int, startup: float, scheduler: str | None
 ) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": service.cpu, "memory": service.memory}}
-    if service.gpus:
-        resources["limits"] = {GPU: str(service.gpus)}
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "serve", "image": PAUSE, "resources": resources}],
     }
+    if service.gpus:
+        resources["limits"] = {GPU: str(service.gpus)}
+        # As the ExtendedResourceToleration admission plugin would add it.
+        spec["tolerations"] = [GPU_TOLERATION]
     if scheduler:
         spec["schedulerName"] = scheduler
     labels = {SERVICE_LABEL: service.name}
@@ -106,9 +108,8 @@ class LaneRun:
     def prepare(self, timeout: float = 600) -> None:
         plan, cluster = self.plan, self.cluster
         consolidate = plan.timers.replay(plan.timers.consolidate_after)
-        cluster.up(
-            nodes=[], karpenter_options=KarpenterOptions(consolidate_after=f"{consolidate:g}s")
-        )
+        options = KarpenterOptions(consolidate_after=f"{consolidate:g}s", gpu_taint=True)
+        cluster.up(nodes=[], karpenter_options=options)
         cluster.kubectl("create", "namespace", self.namespace)
         if self.lane == "product":
             cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
