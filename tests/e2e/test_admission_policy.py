@@ -8,9 +8,11 @@ the real apiserver, and compares, pod by pod, what the apiserver stores on each 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
+import re
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -156,22 +158,9 @@ async def test_compiled_policies_store_the_same_pod_as_the_webhook(
     if not failures:
         return
     pod, ns, (webhook_side, policy_side) = failures[0]
-
-    async def still_fails(p: dict[str, Any], s: dict[str, dict[str, Any]]) -> bool:
-        if s is not specs_now[0]:
-            install(
-                cluster, run, compile_specs({**s, f"diff-{run}-probe": probe_spec}, lanes.plain)
-            )
-            lanes.inputs.parsed = [
-                diff.parse(n, v) for n, v in {**s, f"diff-{run}-probe": probe_spec}.items()
-            ]
-            specs_now[0] = s
-            await asyncio.sleep(2)
-            await settled(lanes, probe, probe_ns, hinted=True)
-        return await lanes.mismatch(p, ns) is not None
-
-    specs_now = [specs]
-    small_pod, small_specs = await diff.shrink(pod, specs, still_fails)
+    shrinker = Shrinker(cluster, lanes, specs, probe_spec, probe, probe_ns)
+    shrinker.namespace = ns
+    small_pod, small_specs = await diff.shrink(pod, specs, shrinker.still_fails)
     final = await lanes.mismatch(small_pod, ns)
     pytest.fail(
         f"{len(failures)} of {PODS} pods differ. Shrunk to:\npod: {json.dumps(small_pod)}\n"
@@ -179,6 +168,79 @@ async def test_compiled_policies_store_the_same_pod_as_the_webhook(
         f"webhook path: {json.dumps(final[0] if final else webhook_side)}\n"
         f"policy path:  {json.dumps(final[1] if final else policy_side)}"
     )
+
+
+class Shrinker:
+    """`still_fails` for diff.shrink: reinstalls the compiled policies when the set under
+    test changes (with the probe policy, which tells when the apiserver has loaded them),
+    then asks whether the pod's two paths still differ."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        lanes: diff.Lanes,
+        specs: dict[str, dict[str, Any]],
+        probe_spec: dict[str, Any],
+        probe: dict[str, Any],
+        probe_ns: str,
+        compile_fn: Any = None,
+    ) -> None:
+        self.cluster, self.lanes, self.now = cluster, lanes, specs
+        self.probe_spec, self.probe, self.probe_ns = probe_spec, probe, probe_ns
+        self.compile = compile_fn or compile_specs
+        self.run: str = lanes.run  # type: ignore[attr-defined]
+        self.namespace = ""
+
+    async def still_fails(self, pod: dict[str, Any], specs: dict[str, dict[str, Any]]) -> bool:
+        if specs is not self.now:
+            everything = {**specs, f"diff-{self.run}-probe": self.probe_spec}
+            install(self.cluster, self.run, self.compile(everything, self.lanes.plain))
+            self.lanes.inputs.parsed = [diff.parse(n, v) for n, v in everything.items()]
+            self.now = specs
+            await asyncio.sleep(2)
+            await settled(self.lanes, self.probe, self.probe_ns, hinted=True)
+        return await self.lanes.mismatch(pod, self.namespace or self.probe_ns) is not None
+
+
+async def test_a_wrong_compile_is_shrunk_to_two_policies_and_one_pod(
+    cluster: LocalCluster, lanes: diff.Lanes
+) -> None:
+    """The shrinker, checked on a compiler made wrong on purpose (a zone spread one skew
+    wider than the webhook's): the mismatch it finds among generated policies and pods is
+    shrunk to at most two policies and one pod, which still differ."""
+    run: str = lanes.run  # type: ignore[attr-defined]
+
+    def wrong(specs: dict[str, dict[str, Any]], plain: str) -> list[admission_policy.Compiled]:
+        out = []
+        for c in compile_specs(specs, plain):
+            text = re.sub(
+                r"maxSkew: (\d+),", lambda m: f"maxSkew: {int(m[1]) + 1},", json.dumps(c.body)
+            )
+            body = json.loads(text)
+            out.append(dataclasses.replace(c, body=body))
+        return out
+
+    rng = random.Random(SEED + 2)
+    specs = {f"diff-{run}-{i:02d}": diff.policy_spec(rng, run) for i in range(12)}
+    probe_spec, probe = probe_for(run)
+    probe_ns = next(iter(lanes.served))
+    everything = {**specs, f"diff-{run}-probe": probe_spec}
+    install(cluster, run, wrong(everything, lanes.plain))
+    lanes.inputs.parsed = [diff.parse(n, s) for n, s in everything.items()]
+    await settled(lanes, probe, probe_ns, hinted=True)
+    found = None
+    for i in range(400):
+        pod, ns = diff.generated_pod(rng, f"w{i}"), rng.choice(sorted(lanes.served))
+        if await lanes.mismatch(pod, ns) is not None:
+            found = (pod, ns)
+            break
+    assert found is not None, "the wrong compile was never caught"
+    shrinker = Shrinker(cluster, lanes, specs, probe_spec, probe, probe_ns, wrong)
+    shrinker.namespace = found[1]
+    small_pod, small_specs = await diff.shrink(found[0], specs, shrinker.still_fails)
+    assert len(small_specs) <= 2, small_specs
+    assert await shrinker.still_fails(small_pod, small_specs)
+    assert len(json.dumps(small_pod)) <= len(json.dumps(found[0]))
 
 
 def evaluations(cluster: LocalCluster, name: str) -> float:

@@ -159,3 +159,50 @@ def test_only_placement_policies_are_compiled() -> None:
         [labels_only, policy("mine")], instance_types=(), excluded_namespaces=()
     )
     assert list(outcomes) == ["mine"]
+
+
+@pytest.mark.parametrize(
+    ("type_name", "value", "cel"),
+    [
+        ("T", "x", "'x'"),
+        ("T", [1, 2], "[1, 2]"),
+        ("T", {"key": "k", "values": ["a"]}, "T{key: 'k', values: ['a']}"),
+        ("T", [{"w": 1, "p": {"e": []}}], "[T{w: 1, p: T.p{e: []}}]"),
+        # A map of the user's keys is a map, not an object of the schema.
+        ("T", {"matchLabels": {"app": "web"}}, "T{matchLabels: {'app': 'web'}}"),
+    ],
+)
+def test_values_are_built_of_the_schemas_types(type_name: str, value: Any, cel: str) -> None:
+    assert cel_text.typed(type_name, value) == cel
+
+
+FULL = {
+    "gpu": {"models": ["A100"], "minMemoryMiB": 40000},
+    "capacityType": {"prefer": "spot"},
+    "avoidGPUNodes": True,
+    "zoneSpread": {},
+    "instanceTypes": [{"prefix": "p4d", "weight": 10}],
+}
+
+
+def test_one_patch_operation_per_top_level_field_and_no_dyn() -> None:
+    """The compiled policy sets the scheduler, the affinity, the spread and the record with
+    one operation each (the record's two forms are alternatives), and no value needs dyn()."""
+    mine = policy("mine", placement=FULL)
+    out = ap.compile_policy(mine, [mine], instance_types=["p4d.24xlarge"], excluded_namespaces=())
+    assert isinstance(out, ap.Compiled)
+    spec = out.body["spec"]
+    expression = spec["mutations"][0]["jsonPatch"]["expression"]
+    paths = [p.split("'")[1] for p in expression.split("path: ")[1:]]
+    assert paths == [
+        "/spec/schedulerName",
+        "/spec/affinity",
+        "/spec/topologySpreadConstraints",
+        "/metadata/annotations/schedpolicy.io~1hints",
+        "/metadata/annotations",
+    ]
+    everything = expression + "".join(v["expression"] for v in spec["variables"])
+    assert "dyn(" not in everything
+    # The instance types and the requirements are constants of the expression.
+    assert "p4d.24xlarge" in everything
+    assert "'A100'" in everything

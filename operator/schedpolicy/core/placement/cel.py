@@ -34,6 +34,29 @@ def cel_value(value: Any) -> str:
     raise TypeError(f"no CEL literal for {type(value).__name__}")
 
 
+# Fields whose values are maps of the user's keys, not objects of the pod's schema.
+_FREE_MAPS = frozenset({"matchLabels", "labels", "annotations", "nodeSelector"})
+
+
+def typed(type_name: str, value: Any) -> str:
+    """A JSON value as typed CEL: an object of the pod's schema is constructed as its type
+    (`Object.spec.affinity{...}`, a list's items take the list field's type), so no value
+    needs dyn() and the apiserver converts nothing at run time."""
+    if isinstance(value, Mapping):
+        fields = ", ".join(
+            f"{k}: {_map(v) if k in _FREE_MAPS else typed(f'{type_name}.{k}', v)}"
+            for k, v in value.items()
+        )
+        return f"{type_name}{{{fields}}}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(typed(type_name, v) for v in value) + "]"
+    return cel_value(value)
+
+
+def _map(value: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{cel_string(k)}: {cel_string(v)}" for k, v in value.items()) + "}"
+
+
 def cel_strings(values: Iterable[str]) -> str:
     return "[" + ", ".join(cel_string(v) for v in values) + "]"
 
@@ -73,10 +96,18 @@ def k8s_selector(selector: LabelSelector | None, *extra: Mapping[str, Any]) -> d
     return out
 
 
+# The pod's affinity as an optional, and the schema types the compiled value is built of.
 _AFFINITY = "object.spec.?affinity"
 _NODE_AFFINITY = f"{_AFFINITY}.?nodeAffinity"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+AFFINITY_TYPE = "Object.spec.affinity"
+NODE_AFFINITY_TYPE = f"{AFFINITY_TYPE}.nodeAffinity"
+REQUIRED_TYPE = f"{NODE_AFFINITY_TYPE}.{_REQUIRED}"
+TERM_TYPE = f"{REQUIRED_TYPE}.nodeSelectorTerms"
+EXPRESSION_TYPE = f"{TERM_TYPE}.matchExpressions"
+PREFERRED_TYPE = f"{NODE_AFFINITY_TYPE}.{_PREFERRED}"
+SPREAD_TYPE = "Object.spec.topologySpreadConstraints"
 
 
 def _patch(op: str, path: str, value: str | None = None) -> str:

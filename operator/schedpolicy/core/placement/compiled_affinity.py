@@ -1,6 +1,10 @@
 """The node affinity part of a compiled placement policy: the GPU requirement, the
-preferred terms, and the patch that adds them as hints._gpu_affinity and hints._preferences
-do. Pure."""
+preferred terms, and the one patch operation that sets the pod's affinity to what
+hints._gpu_affinity and hints._preferences make of it. Pure.
+
+The new affinity is built whole, of the pod schema's own types (`Object.spec.affinity{...}`),
+and added in one operation: one patch to apply, no dyn() to resolve, and the values it adds
+are constants of the compiled expression."""
 
 from __future__ import annotations
 
@@ -9,16 +13,23 @@ from typing import Any
 from schedpolicy.core.placement import gpu_offers, hints
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.placement.cel import (
+    _AFFINITY,
     _NODE_AFFINITY,
     _PREFERRED,
     _REQUIRED,
+    AFFINITY_TYPE,
+    EXPRESSION_TYPE,
+    NODE_AFFINITY_TYPE,
+    PREFERRED_TYPE,
+    REQUIRED_TYPE,
+    TERM_TYPE,
     _at,
     _patch,
     _pref_matches,
     _Program,
     cel_string,
     cel_strings,
-    cel_value,
+    typed,
 )
 from schedpolicy.core.wellknown import (
     GFD_PRODUCT,
@@ -45,8 +56,12 @@ def _gpus_cel() -> str:
     )
 
 
-def _gpu_requirement(prog: _Program, placement: Placement, model_key: str, memory_key: str) -> str:
-    """Variables for the GPU requirement; CEL saying whether it applies to the pod."""
+def _gpu_requirement(
+    prog: _Program, placement: Placement, model_key: str, memory_key: str
+) -> tuple[str, list[str]]:
+    """Variables for the GPU requirement: CEL saying whether it applies to the pod, and the
+    typed match expressions of each alternative term (label, then launch), which only the
+    patch expression may build (its environment alone declares the pod's types)."""
     if placement.gpu is not None:
         wanted = [
             {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
@@ -62,10 +77,10 @@ def _gpu_requirement(prog: _Program, placement: Placement, model_key: str, memor
             "variables.gpus && !variables.terms.exists(t, t.?matchExpressions.orValue([])"
             f".exists(e, e.key in {cel_strings([model_key, memory_key])}))",
         )
-        prog.var("wanted", cel_value(wanted))
+        alternatives = [typed(EXPRESSION_TYPE, wanted)]
         types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
         if types:
-            prog.var("launch", cel_value(gpu_offers.launch_term(types, model_key)))
+            alternatives.append(typed(EXPRESSION_TYPE, gpu_offers.launch_term(types, model_key)))
         gpu_apply = "variables.gpuApply"
         prog.injected.append(("gpuAffinity", gpu_apply))
         prog.why.append(
@@ -73,8 +88,8 @@ def _gpu_requirement(prog: _Program, placement: Placement, model_key: str, memor
             f" {placement.gpu.min_memory_mib - 1}, ANDed into each required term"
             + (f"; then each term again with instance types {', '.join(types)}" if types else "")
         )
-        return gpu_apply
-    return "false"
+        return gpu_apply, alternatives
+    return "false", []
 
 
 Candidates = list[tuple[dict[str, Any], str]]  # (preferred term, CEL condition)
@@ -123,63 +138,58 @@ def _affinity(
     model_key: str,
     memory_key: str,
 ) -> tuple[str, str] | None:
-    gpu_apply = _gpu_requirement(prog, placement, model_key, memory_key)
+    gpu_apply, alternatives = _gpu_requirement(prog, placement, model_key, memory_key)
     candidates = _candidates(prog, placement, known, model_key)
     if isinstance(candidates, tuple):
         return candidates
-    if candidates:
-        prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
-        added = " + ".join(
-            f"(({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
-            f" ? [{cel_value(pref)}] : [])"
-            for pref, cond in candidates
+    prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
+    for i, (pref, cond) in enumerate(candidates):
+        prog.var(
+            f"addPref{i}", f"({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
         )
-        prog.var("addedPrefs", added)
-        prog.injected.append(("preferredAffinity", "size(variables.addedPrefs) > 0"))
-    added_any = "size(variables.addedPrefs) > 0" if candidates else "false"
+    added_any = " || ".join(f"variables.addPref{i}" for i in range(len(candidates))) or "false"
+    if candidates:
+        prog.injected.append(("preferredAffinity", f"({added_any})"))
     prog.var("affinityChange", f"{gpu_apply} || {added_any}")
-    path = "/spec/affinity/nodeAffinity"
-    ops = [
-        f"(has(object.spec.affinity) ? [] : [{_patch('add', _at('/spec/affinity'), '{}')}])",
-        f"({_NODE_AFFINITY}.hasValue() ? [] : [{_patch('add', _at(path), '{}')}])",
-    ]
-    if placement.gpu is not None:
-        alternatives = ["wanted"]
-        if gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib):
-            alternatives.append("launch")
+    added = "".join(
+        f" + (variables.addPref{i} ? [{typed(PREFERRED_TYPE, pref)}] : [])"
+        for i, (pref, _) in enumerate(candidates)
+    )
+    kept = f"{_NODE_AFFINITY}.?{_REQUIRED}"
+    required = kept
+    if alternatives:
         terms = " + ".join(f"({_terms_with(alt)})" for alt in alternatives)
-        value = f"dyn({{'nodeSelectorTerms': dyn({terms})}})"
-        ops.append(
-            f"(variables.gpuApply ? [{_patch('add', _at(f'{path}/{_REQUIRED}'), value)}] : [])"
+        required = (
+            f"variables.gpuApply ? optional.of({REQUIRED_TYPE}{{nodeSelectorTerms: {terms}}})"
+            f" : {kept}"
         )
-    if candidates:
-        preferred = path + "/" + _PREFERRED
-        ops.append(
-            "(size(variables.addedPrefs) == 0 ? []"
-            f" : {_NODE_AFFINITY}.?{_PREFERRED}.hasValue()"
-            f" ? variables.addedPrefs.map(x, {_patch('add', _at(preferred + '/-'), 'x')})"
-            f" : [{_patch('add', _at(preferred), 'variables.addedPrefs')}])"
-        )
-    # hints.decide drops an empty nodeAffinity when it adds nothing to it.
+    node = (
+        f"{NODE_AFFINITY_TYPE}{{?{_REQUIRED}: {required}, ?{_PREFERRED}:"
+        f" (size(variables.existingPrefs) > 0 || {added_any})"
+        f" ? optional.of(variables.existingPrefs{added}) : optional.none()}}"
+    )
+    affinity = (
+        f"{AFFINITY_TYPE}{{?podAffinity: {_AFFINITY}.?podAffinity,"
+        f" ?podAntiAffinity: {_AFFINITY}.?podAntiAffinity,"
+        f" ?nodeAffinity: variables.affinityChange ? optional.of({node}) : optional.none()}}"
+    )
+    # hints.decide drops an empty nodeAffinity even when it adds nothing to it.
     empty = (
         f"{_NODE_AFFINITY}.hasValue() && !{_NODE_AFFINITY}.?{_REQUIRED}.hasValue()"
         f" && !{_NODE_AFFINITY}.?{_PREFERRED}.hasValue()"
     )
     prog.patches.append(
-        f"(variables.affinityChange ? {' + '.join(ops)}"
-        f" : ({empty}) ? [{_patch('remove', _at(path))}] : [])"
+        f"(variables.affinityChange || ({empty})"
+        f" ? [{_patch('add', _at('/spec/affinity'), affinity)}] : [])"
     )
     return None
 
 
-def _terms_with(alternative: str) -> str:
-    """CEL: every required term of the pod (or one empty term) with the expressions of
-    `variables.<alternative>` ANDed in, as hints._gpu_affinity builds them."""
-    exprs = f"variables.{alternative}"
-    term = f"dyn(t.?matchExpressions.orValue([]).map(e, dyn(e)) + {exprs})"
+def _terms_with(expressions: str) -> str:
+    """CEL: every required term of the pod (or one empty term) with `expressions` (a typed
+    list) ANDed in, as hints._gpu_affinity builds them."""
     return (
-        f"size(variables.terms) == 0 ? [dyn({{'matchExpressions': dyn({exprs})}})]"
-        " : variables.terms.map(t, t.?matchFields.hasValue()"
-        f" ? dyn({{'matchExpressions': {term}, 'matchFields': dyn(t.matchFields)}})"
-        f" : dyn({{'matchExpressions': {term}}}))"
+        f"size(variables.terms) == 0 ? [{TERM_TYPE}{{matchExpressions: {expressions}}}]"
+        f" : variables.terms.map(t, {TERM_TYPE}{{matchExpressions:"
+        f" t.?matchExpressions.orValue([]) + {expressions}, ?matchFields: t.?matchFields}})"
     )

@@ -30,12 +30,12 @@ from schedpolicy.core.api import API_VERSION, KIND
 from schedpolicy.core.placement import hints
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.placement.cel import (
+    SPREAD_TYPE,
     _at,
     _patch,
     _Program,
     cel_string,
     cel_strings,
-    cel_value,
     k8s_selector,
     selector_cel,
 )
@@ -182,32 +182,25 @@ def _zone_spread(prog: _Program, placement: Placement) -> None:
     if spread is None:
         return
     prog.var(
-        "spreadKeys",
-        f"variables.labels.filter(k, !(k in {cel_strings(sorted(hints.PER_POD_LABELS))}))",
+        "spreadLabels",
+        f"variables.labels.transformMap(k, v, !(k in {cel_strings(sorted(hints.PER_POD_LABELS))}),"
+        " v)",
     )
     prog.var(
         "spread",
         f"!object.spec.?topologySpreadConstraints.orValue([]).exists(c, c.topologyKey =="
         f" {cel_string(ZONE_LABEL)})"
         " && object.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false))"
-        " && size(variables.spreadKeys) > 0",
+        " && size(variables.spreadLabels) > 0",
     )
-    constraint = {
-        "maxSkew": spread.max_skew,
-        "topologyKey": ZONE_LABEL,
-        "whenUnsatisfiable": spread.when_unsatisfiable,
-        "labelSelector": {"matchLabels": {}},
-    }
-    index = "string(size(object.spec.?topologySpreadConstraints.orValue([])))"
-    key_path = (
-        f"'/spec/topologySpreadConstraints/' + {index} + '/labelSelector/matchLabels/'"
-        " + jsonpatch.escapeKey(k)"
+    constraint = (
+        f"{SPREAD_TYPE}{{maxSkew: {spread.max_skew}, topologyKey: {cel_string(ZONE_LABEL)},"
+        f" whenUnsatisfiable: {cel_string(spread.when_unsatisfiable)},"
+        f" labelSelector: {SPREAD_TYPE}.labelSelector{{matchLabels: variables.spreadLabels}}}}"
     )
+    value = f"object.spec.?topologySpreadConstraints.orValue([]) + [{constraint}]"
     prog.patches.append(
-        "(variables.spread ? (has(object.spec.topologySpreadConstraints) ? []"
-        f" : [{_patch('add', _at('/spec/topologySpreadConstraints'), '[]')}])"
-        f" + [{_patch('add', _at('/spec/topologySpreadConstraints/-'), cel_value(constraint))}]"
-        f" + variables.spreadKeys.map(k, {_patch('add', key_path, 'variables.labels[k]')})"
+        f"(variables.spread ? [{_patch('add', _at('/spec/topologySpreadConstraints'), value)}]"
         " : [])"
     )
     prog.injected.append(("zoneSpread", "variables.spread"))
