@@ -13,7 +13,7 @@ from bench.convergence.section import section_b1, section_b2
 from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
 from bench.scaledown.section import section_b5, section_b5g
-from bench.serving.section import section_b7
+from bench.serving.section import section_b7, section_b7_when_empty
 
 REPORT = charts.RESULTS.parent / "REPORT.md"
 ORDER = (
@@ -27,6 +27,7 @@ ORDER = (
     "b5g-gpu-scaledown",
     "b6-gpu-hours",
     "b7-serving",
+    "b7-serving-when-empty",
 )
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b1-convergence": section_b1,
@@ -39,6 +40,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b5g-gpu-scaledown": section_b5g,
     "b6-gpu-hours": section_b6,
     "b7-serving": section_b7,
+    "b7-serving-when-empty": section_b7_when_empty,
 }
 
 

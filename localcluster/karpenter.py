@@ -196,11 +196,13 @@ def node_pools(
     consolidate_after: str = "5s",
     gpu_labels: Mapping[str, str] | None = None,
     gpu_taint: bool = False,
+    gpu_consolidation: str = "WhenEmptyOrUnderutilized",
 ) -> list[dict[str, Any]]:
     """A CPU pool and a GPU pool over the catalog's types, both spot and on-demand, both
     consolidating empty and underused nodes. The CPU pool weighs more, so Karpenter tries it
     first and launches a GPU node only for a pod that asks for a GPU; `gpu_taint` keeps every
-    other pod off the GPU pool's nodes."""
+    other pod off the GPU pool's nodes, and `gpu_consolidation` may keep Karpenter from moving
+    GPU pods (WhenEmpty, as many GPU inference pools are set)."""
     cpu = [t.name for t in catalog.types if t.gpus == 0]
     gpu = [t.name for t in catalog.types if t.gpus > 0]
     return [
@@ -212,6 +214,7 @@ def node_pools(
             consolidate_after=consolidate_after,
             labels=gpu_labels,
             taints=[GPU_TAINT] if gpu_taint else [],
+            policy=gpu_consolidation,
         ),
     ]
 
@@ -224,6 +227,7 @@ def _pool(
     consolidate_after: str,
     labels: Mapping[str, str] | None = None,
     taints: Sequence[Mapping[str, str]] = (),
+    policy: str = "WhenEmptyOrUnderutilized",
 ) -> dict[str, Any]:
     template: dict[str, Any] = {
         "spec": {
@@ -251,7 +255,7 @@ def _pool(
             "weight": weight,
             "template": template,
             "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "consolidationPolicy": policy,
                 "consolidateAfter": consolidate_after,
                 "budgets": [{"nodes": "100%"}],
             },
@@ -327,6 +331,7 @@ class KarpenterOptions:
     catalog: Path = INSTANCE_TYPES
     gpu_labels: Mapping[str, str] | None = None
     gpu_taint: bool = False  # the GPU pool's nodes taint nvidia.com/gpu (NoSchedule)
+    gpu_consolidation: str = "WhenEmptyOrUnderutilized"  # the GPU pool's consolidationPolicy
 
 
 def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]:
@@ -339,6 +344,7 @@ def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]
         consolidate_after=options.consolidate_after,
         gpu_labels=options.gpu_labels,
         gpu_taint=options.gpu_taint,
+        gpu_consolidation=options.gpu_consolidation,
     )
     for pool in pools:
         check_node_pool(pool)

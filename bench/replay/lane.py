@@ -43,6 +43,9 @@ class Workload:
     namespace: str
     plan: Plan
     policy: Mapping[str, Any]
+    # The GPU NodePool's consolidationPolicy: WhenEmptyOrUnderutilized (Karpenter moves GPU
+    # pods off underused nodes) or WhenEmpty (it removes only empty ones).
+    gpu_consolidation: str = "WhenEmptyOrUnderutilized"
 
 
 def namespace_selector(namespace: str) -> dict[str, Any]:
@@ -108,7 +111,11 @@ class LaneRun:
     def prepare(self, timeout: float = 600) -> None:
         plan, cluster = self.plan, self.cluster
         consolidate = plan.timers.replay(plan.timers.consolidate_after)
-        options = KarpenterOptions(consolidate_after=f"{consolidate:g}s", gpu_taint=True)
+        options = KarpenterOptions(
+            consolidate_after=f"{consolidate:g}s",
+            gpu_taint=True,
+            gpu_consolidation=self.workload.gpu_consolidation,
+        )
         cluster.up(nodes=[], karpenter_options=options)
         cluster.kubectl("create", "namespace", self.namespace)
         if self.lane == "product":

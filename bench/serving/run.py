@@ -3,6 +3,7 @@ clusters (bench.replay), and its plot."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from localcluster.binaries import REPO
 from localcluster.karpenter import GPU, load_catalog
 
 NAMESPACE = "b7-serving"
+# The GPU pool's consolidationPolicy for a run: `SCHEDPOLICY_B7_GPU_CONSOLIDATION=WhenEmpty`
+# measures the pools that never move GPU pods.
+CONSOLIDATION_ENV = "SCHEDPOLICY_B7_GPU_CONSOLIDATION"
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,12 @@ def run_b7(
     size_name: str, out: Path, workdir: Path | None = None, *, plot: bool = True
 ) -> dict[str, Any]:
     size = SIZES[size_name]
-    workload = Workload(NAMESPACE, inputs(size), policy())
+    consolidation = os.environ.get(CONSOLIDATION_ENV, "WhenEmptyOrUnderutilized")
+    if consolidation not in ("WhenEmpty", "WhenEmptyOrUnderutilized"):
+        raise ValueError(
+            f"{CONSOLIDATION_ENV}={consolidation}: WhenEmpty or WhenEmptyOrUnderutilized"
+        )
+    workload = Workload(NAMESPACE, inputs(size), policy(), consolidation)
     lanes = waves.run_lanes(
         workload, size.repeats, size.parallel, workdir or REPO / ".cluster", load_catalog()
     )
@@ -83,6 +92,7 @@ def run_b7(
         "name": "B7 a day of LLM serving under Karpenter",
         "scale": size_name,
         "plan": hpa_plan.summary(workload.plan),
+        "gpu_consolidation": consolidation,
         **lanes,
     }
     if plot:

@@ -84,7 +84,9 @@ def section_b7(r: dict[str, Any]) -> list[str]:
         f" Replicas, low and peak: {p['replicas_low_peak']}.",
         "",
         f"Each lane ran {r['repeats']} time(s) on a fresh cluster of Karpenter's nodes only"
-        " (KWOK provider v1.15; the CPU and GPU NodePools, spot and on-demand). Cells are the"
+        " (KWOK provider v1.15; the CPU and GPU NodePools, spot and on-demand; the GPU pool"
+        " taints nvidia.com/gpu, which the GPU replicas tolerate, and consolidates"
+        f" {r.get('gpu_consolidation', 'WhenEmptyOrUnderutilized')}). Cells are the"
         " median (min-max); a ratio of medians is **real** only when the two ranges do not"
         " overlap. Hours and dollars are on the trace's clock (replay x compression).",
         "",
@@ -106,4 +108,24 @@ def section_b7(r: dict[str, Any]) -> list[str]:
         *audit_lines(r),
         "",
         "![B7](results/b7-serving.png)",
+    ]
+
+
+def section_b7_when_empty(r: dict[str, Any]) -> list[str]:
+    """B7 again with a GPU pool that never moves GPU pods (consolidationPolicy WhenEmpty)."""
+    p = r["plan"]
+    return [
+        "### B7 with GPU pools that consolidate only empty nodes",
+        f"The same lanes over {p['trace_hours']} hours from {p['first_bucket_clock']}"
+        f" ({r['repeats']} run(s) each), with the GPU NodePool's consolidationPolicy"
+        f" {r.get('gpu_consolidation')}: Karpenter removes a GPU node only once no GPU pod is on"
+        " it, as many GPU inference pools are set so that serving pods are never evicted.",
+        "",
+        *figures_table(r),
+        "",
+        *pending_table(r),
+        "",
+        *limits(r),
+        "",
+        *audit_lines(r),
     ]
