@@ -104,6 +104,11 @@ def serving_b7(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]
     return serving.run_b7(b7_size(scale), out)
 
 
+def serving_b7_when_empty(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+    """B7 with a GPU pool that consolidates only empty nodes."""
+    return serving.run_b7(b7_size(scale), out, consolidation="WhenEmpty")
+
+
 def b7_size(scale: Scale) -> str:
     return scale.name if scale.name in serving.SIZES else "full"
 
@@ -144,6 +149,7 @@ def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -
         ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
         ("B6", "b6-gpu-hours", gpu_hours.run_b6),
         ("B7", "b7-serving", serving_b7),
+        ("B7E", "b7-serving-when-empty", serving_b7_when_empty),
     ]
     failed = False
     for tag, key, fn in runs:
@@ -179,8 +185,8 @@ def main() -> int:
         flush=True,
     )
     # B6 and B7 bring clusters of their own (Karpenter's nodes only); the others share this one.
-    shared = bool(wanted - {"B6", "B7"})
-    if "B7" in wanted:
+    shared = bool(wanted - {"B6", "B7", "B7E"})
+    if wanted & {"B7", "B7E"}:
         # A bad trace or serving table is refused before any cluster starts.
         serving.inputs(serving.SIZES[b7_size(scale)])
     if shared:

@@ -3,7 +3,6 @@ clusters (bench.replay), and its plot."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,6 @@ from localcluster.binaries import REPO
 from localcluster.karpenter import GPU, load_catalog
 
 NAMESPACE = "b7-serving"
-# The GPU pool's consolidationPolicy for a run: `SCHEDPOLICY_B7_GPU_CONSOLIDATION=WhenEmpty`
-# measures the pools that never move GPU pods.
-CONSOLIDATION_ENV = "SCHEDPOLICY_B7_GPU_CONSOLIDATION"
 
 
 @dataclass(frozen=True)
@@ -76,14 +72,16 @@ def inputs(size: Size, trace: Path = load.DEFAULT_TRACE) -> Plan:
 
 
 def run_b7(
-    size_name: str, out: Path, workdir: Path | None = None, *, plot: bool = True
+    size_name: str,
+    out: Path,
+    workdir: Path | None = None,
+    *,
+    plot: bool = True,
+    consolidation: str = "WhenEmptyOrUnderutilized",
 ) -> dict[str, Any]:
+    """`consolidation`: the GPU pool's consolidationPolicy; WhenEmpty measures the pools
+    that never move GPU pods."""
     size = SIZES[size_name]
-    consolidation = os.environ.get(CONSOLIDATION_ENV, "WhenEmptyOrUnderutilized")
-    if consolidation not in ("WhenEmpty", "WhenEmptyOrUnderutilized"):
-        raise ValueError(
-            f"{CONSOLIDATION_ENV}={consolidation}: WhenEmpty or WhenEmptyOrUnderutilized"
-        )
     workload = Workload(NAMESPACE, inputs(size), policy(), consolidation)
     lanes = waves.run_lanes(
         workload, size.repeats, size.parallel, workdir or REPO / ".cluster", load_catalog()
@@ -96,6 +94,8 @@ def run_b7(
         **lanes,
     }
     if plot:
-        title = "B7: ServeGen's day under Karpenter"
-        waves.draw(result, workload, title, out / "b7-serving.png")
+        title = f"B7: ServeGen's day under Karpenter (GPU pool {consolidation})"
+        moves = consolidation == "WhenEmptyOrUnderutilized"
+        name = "b7-serving" if moves else "b7-serving-when-empty"
+        waves.draw(result, workload, title, out / f"{name}.png")
     return result

@@ -128,4 +128,6 @@ def section_b7_when_empty(r: dict[str, Any]) -> list[str]:
         *limits(r),
         "",
         *audit_lines(r),
+        "",
+        "![B7, WhenEmpty](results/b7-serving-when-empty.png)",
     ]
