@@ -46,7 +46,8 @@ class Stage:
 
 
 def pytest(*args: str) -> list[str]:
-    return [PY, "-m", "pytest", *args]
+    # The slowest tests, named at the end of each suite: where the next minutes are.
+    return [PY, "-m", "pytest", "--durations=8", *args]
 
 
 MONITORING = ("build node, monitoring",)
