@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster.binaries import REPO
+from bench.datasets import shared_data
 
 TRACE_ENV = "SCHEDPOLICY_ALIBABA_TRACE"
-DEFAULT_TRACE = REPO.parent / "shared" / "data" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 
 
 class TraceError(ValueError):
@@ -67,7 +65,7 @@ class Window:
 
 
 def trace_path() -> Path:
-    return Path(os.environ.get(TRACE_ENV) or DEFAULT_TRACE)
+    return shared_data("alibaba-gpu-v2023/openb_pod_list_default.csv", TRACE_ENV)
 
 
 def _int(row: dict[str, str], key: str, line: int) -> int:

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.datasets import shared_data
 from bench.replay.plan import Shape
-from localcluster.binaries import REPO
 
-DEFAULT_TRACE = REPO.parent / "shared" / "data" / "servegen-llm" / "load_10min.csv"
+TRACE_ENV = "SCHEDPOLICY_SERVEGEN_TRACE"
+DEFAULT_TRACE = shared_data("servegen-llm/load_10min.csv", TRACE_ENV)
 SERVICES = Path(__file__).with_name("services.csv")
 BUCKET_SECONDS = 600
 DAY_SECONDS = 86_400
