@@ -98,12 +98,14 @@ class InTurn:
     def measure(self, name: str, cluster: LocalCluster, repeat: int) -> Figures:
         cursor = AuditCursor.now(cluster.audit_log)
         named = self.scheduler if name == "scheduler" else None
-        asyncio.run(create_load(cluster, self.scale.webhook_seconds, f"turn{repeat}-{name}", named))
+        # The tag names Deployments: a DNS label, so python_null becomes python-null.
+        tag = f"turn{repeat}-{name.replace('_', '-')}"
+        asyncio.run(create_load(cluster, self.scale.webhook_seconds, tag, named))
         time.sleep(1)  # the last creates' audit events
         load = cursor.creates(NAMESPACE)
         clear_load(cluster)
         cursor = AuditCursor.now(cluster.audit_log)
-        burst = run_burst(cluster, self.scale, f"turn{repeat}-{name}", named)
+        burst = run_burst(cluster, self.scale, tag, named)
         return {
             "load": load,
             "load_p99_ms": round(quantile(load, 0.99), 2),
