@@ -77,6 +77,17 @@ class Seen:
         return Seen(nodes, pods, list(self.errors))
 
 
+def node_gpus(node: dict[str, Any]) -> int:
+    """The GPUs a node holds. Karpenter's KWOK provider sets a node's capacity to the
+    requests of the pods it was launched for (1 GPU of a 4-GPU type, say) and only its
+    allocatable to the instance type's, so the larger of the two is what the node has."""
+    status = node.get("status") or {}
+    return max(
+        int((status.get("capacity") or {}).get(GPU, "0")),
+        int((status.get("allocatable") or {}).get(GPU, "0")),
+    )
+
+
 def _ready(pod: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -161,12 +172,12 @@ class Watcher:
                 meta["name"],
                 labels.get(INSTANCE_TYPE, ""),
                 labels.get(CAPACITY_TYPE, ""),
-                int(node.get("status", {}).get("capacity", {}).get(GPU, "0")),
+                node_gpus(node),
                 labels.get(NODEPOOL_LABEL, ""),
                 at,
             )
-        # Karpenter may fill in the capacity after it creates the node.
-        seen.gpus = max(seen.gpus, int(node.get("status", {}).get("capacity", {}).get(GPU, "0")))
+        # Karpenter may fill in the status after it creates the node.
+        seen.gpus = max(seen.gpus, node_gpus(node))
         if meta.get("deletionTimestamp") and seen.deleting is None:
             seen.deleting = at
         if kind == "DELETED" and seen.gone is None:

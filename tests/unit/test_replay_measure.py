@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bench.replay import measure
-from bench.replay.observe import NodeSeen, PodSeen, Seen
+from bench.replay.observe import NodeSeen, PodSeen, Seen, node_gpus
 from bench.replay.plan import Plan, Shape, Step, Timers
-from localcluster.karpenter import load_catalog
+from localcluster.karpenter import GPU, load_catalog
 
 CATALOG = load_catalog()
 SERVICES = (Shape("lm", 1, "4", "1Gi"), Shape("big", 8, "4", "1Gi"), Shape("fe", 0, "1", "1Gi"))
@@ -114,3 +114,21 @@ def test_the_series_counts_nodes_pods_and_dollars_spent(tmp_path: Path) -> None:
     assert s["gpu_nodes"] == [1, 1, 1, 0, 0]
     assert s["serving_pods"] == [0, 1, 0, 0, 0]
     assert s["dollars"][-1] == pytest.approx(25 * 2.269 * 30 / 3600, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("status", "gpus"),
+    [
+        # Karpenter's KWOK provider: capacity is the launching pods' requests, allocatable
+        # the instance type's.
+        ({"capacity": {GPU: "1"}, "allocatable": {GPU: "4"}}, 4),
+        # A real node: capacity at least allocatable.
+        ({"capacity": {GPU: "8"}, "allocatable": {GPU: "7"}}, 8),
+        ({"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}, 0),
+        ({}, 0),
+    ],
+)
+def test_a_nodes_gpus_are_what_its_type_holds_not_what_launched_it(
+    status: dict[str, dict[str, str]], gpus: int
+) -> None:
+    assert node_gpus({"metadata": {"name": "n"}, "status": status}) == gpus
