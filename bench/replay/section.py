@@ -20,6 +20,10 @@ FIGURE_NAMES = {
 }
 
 
+# Counted from each node's GPUs: void in results from before that count read allocatable.
+PROVISIONED = {"gpu_hours_provisioned", "provisioned_over_needed"}
+
+
 def cell(s: dict[str, float | None]) -> str:
     if s["median"] is None:
         return "-"
@@ -47,7 +51,11 @@ def figures_table(r: dict[str, Any]) -> list[str]:
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     pp = compared.get("product_vs_profile")
+    void = set() if r.get("gpus_from_allocatable") else PROVISIONED
     for key, title in FIGURE_NAMES.items():
+        if key in void:
+            rows.append(f"| {title} | void in this result: GPUs undercounted (see the README) |")
+            continue
         cells = [cell(lanes[n][key]) for n in names]
         ratios = [verdict(compared[n][key]) for n in against]
         rows.append(

@@ -56,14 +56,20 @@ def limits(r: dict[str, Any]) -> list[str]:
         return []
     bound = r["offline_bound"]
     used = {n: lane["provisioned_over_needed"]["median"] for n, lane in r["lanes"].items()}
+    said = (
+        " the GPU-hours each lane provisioned are this close to the GPU-hours its replicas"
+        f" asked for (provisioned / asked, median): {used}."
+        if r.get("gpus_from_allocatable")
+        else " (this result's GPU-hours provisioned are void: GPUs undercounted, see the README)."
+    )
     hours = bound["gpu_node_hours"] / alone["gpu_node_hours"]["median"]
     dollars = bound["gpu_dollars"] / alone["gpu_dollars"]["median"]
     return [
         f"Even the offline bound is {hours:.2f} of Karpenter alone's GPU node-hours and"
-        f" {dollars:.2f} of its GPU dollars, and"
-        " the GPU-hours each lane provisioned are this close to the GPU-hours its replicas"
-        f" asked for (provisioned / asked, median): {used}. Karpenter alone gets there by"
-        " consolidating underused nodes, which evicts serving pods.",
+        f" {dollars:.2f} of its GPU dollars{',' if r.get('gpus_from_allocatable') else ''}"
+        + said
+        + " Karpenter alone saves node-hours by consolidating underused nodes, which evicts"
+        " serving pods.",
     ]
 
 
