@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.replay.waves import GPUS_FROM_ALLOCATABLE
+
 FIGURE_NAMES = {
     "gpu_node_hours": "GPU node-hours",
     "gpu_dollars": "GPU $",
@@ -51,7 +53,7 @@ def figures_table(r: dict[str, Any]) -> list[str]:
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     pp = compared.get("product_vs_profile")
-    void = set() if r.get("gpus_from_allocatable") else PROVISIONED
+    void = set() if r.get(GPUS_FROM_ALLOCATABLE) else PROVISIONED
     for key, title in FIGURE_NAMES.items():
         if key in void:
             rows.append(f"| {title} | void in this result: GPUs undercounted (see the README) |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.replay.section import audit_lines, figures_table, pending_table
+from bench.replay.waves import GPUS_FROM_ALLOCATABLE
 
 
 def goals(r: dict[str, Any]) -> list[tuple[str, bool | None]]:
@@ -59,14 +60,14 @@ def limits(r: dict[str, Any]) -> list[str]:
     said = (
         " the GPU-hours each lane provisioned are this close to the GPU-hours its replicas"
         f" asked for (provisioned / asked, median): {used}."
-        if r.get("gpus_from_allocatable")
+        if r.get(GPUS_FROM_ALLOCATABLE)
         else " (this result's GPU-hours provisioned are void: GPUs undercounted, see the README)."
     )
     hours = bound["gpu_node_hours"] / alone["gpu_node_hours"]["median"]
     dollars = bound["gpu_dollars"] / alone["gpu_dollars"]["median"]
     return [
         f"Even the offline bound is {hours:.2f} of Karpenter alone's GPU node-hours and"
-        f" {dollars:.2f} of its GPU dollars{',' if r.get('gpus_from_allocatable') else ''}"
+        f" {dollars:.2f} of its GPU dollars{',' if r.get(GPUS_FROM_ALLOCATABLE) else ''}"
         + said
         + " Karpenter alone saves node-hours by consolidating underused nodes, which evicts"
         " serving pods.",
