@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.admission.run import run_b3
+from bench.admission.run import run_b3, run_b3_memory
 from bench.charts import RESULTS
 from bench.convergence import run as convergence
 from bench.gpu_hours import run as gpu_hours
@@ -54,6 +54,8 @@ def headline(key: str, r: dict[str, Any]) -> str:
             f" fail-opens {b.get('fail_opens')}, unhinted {b.get('pods_without_hints')};"
             f" compiled {r.get('compiled_gain')}"
         )
+    if key == "b3m-webhook-memory":
+        return f"B3m webhook RSS {r['webhook_memory']['grew_mib']} MiB over idle after the bursts"
     if key == "b4-packing":
         return (
             f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
@@ -142,6 +144,7 @@ def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -
     """B3 to B7, each as wanted; whether any failed."""
     runs: list[tuple[str, str, Bench]] = [
         ("B3", "b3-webhook", run_b3),
+        ("B3M", "b3m-webhook-memory", run_b3_memory),
         ("B4", "b4-packing", stream.run_b4),
         ("B4DRA", "b4-dra-packing", dra.run_b4_dra),
         ("B4C", "b4c-churn", churn.run_b4c),

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import charts
-from bench.admission.section import section_b3
+from bench.admission.section import section_b3, section_b3_memory
 from bench.convergence.section import section_b1, section_b2
 from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
@@ -20,6 +20,7 @@ ORDER = (
     "b1-convergence",
     "b2-memory",
     "b3-webhook",
+    "b3m-webhook-memory",
     "b4-packing",
     "b4-dra-packing",
     "b4c-churn",
@@ -33,6 +34,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b1-convergence": section_b1,
     "b2-memory": section_b2,
     "b3-webhook": section_b3,
+    "b3m-webhook-memory": section_b3_memory,
     "b4-packing": section_b4,
     "b4-dra-packing": section_b4_dra,
     "b4c-churn": section_b4c,

@@ -9,7 +9,7 @@ from typing import Any
 from bench import fleet
 from bench.admission.in_turn import gain_in_turn, in_turn, pooled, spreads
 from bench.admission.load import NAMESPACE, RATE, bench_policy
-from bench.admission.memory import webhook_memory
+from bench.admission.memory import heap_profile, webhook_memory
 from bench.admission.paths import Paths
 from bench.admission.policy_cost import run_policy_costs
 from bench.convergence import costs
@@ -44,6 +44,27 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     summary["policy_cost"] = cost
     summary["webhook_memory"] = memory
     return summary
+
+
+def run_b3_memory(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+    """B3's memory lane alone (`--only B3M`): the untraced webhook's resident set under the
+    bursts, then the same bursts under tracemalloc, its heap's growth in profiles/."""
+    fleet.namespace(cluster, NAMESPACE)
+    cluster.kubectl("apply", "-f", "-", objects=[bench_policy()])
+    paths = Paths(cluster, scale, out)
+    try:
+        memory = webhook_memory(cluster, scale, paths)
+        heap = heap_profile(cluster, scale, paths, out.parent / "profiles" / "b3-webhook-heap.txt")
+    finally:
+        paths.stop()
+    cluster.kubectl("delete", "spol", "bench-webhook")
+    cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+    return {
+        "name": "B3m webhook memory under bursts",
+        "scale": scale.name,
+        "webhook_memory": memory,
+        "heap": heap,
+    }
 
 
 def _lane_summary(lane: Figures, base_p99: float) -> dict[str, Any]:

@@ -174,6 +174,34 @@ def _memory(memory: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def section_b3_memory(r: dict[str, Any]) -> list[str]:
+    """B3's memory lane run alone: the resident set, then what the traced run counted."""
+    heap = r["heap"]
+    rows = [
+        row(
+            stage.replace("_", " "),
+            f["VmRSS"],
+            f["traced_mib"],
+            f["malloc_in_use_mib"],
+            f["malloc_free_kept_mib"],
+        )
+        for stage, f in heap.items()
+    ]
+    return [
+        "## B3m: the webhook's memory under bursts",
+        *_memory(r["webhook_memory"]),
+        "The same bursts against a webhook under tracemalloc (its own RSS is higher: tracing"
+        " costs memory). What each part of the process held:",
+        "",
+        *header(
+            "", "RSS (MiB)", "Python heap (MiB)", "malloc in use (MiB)", "malloc free, kept (MiB)"
+        ),
+        *rows,
+        "",
+        "Where the heap grew: [profiles/b3-webhook-heap.txt](profiles/b3-webhook-heap.txt).",
+    ]
+
+
 def _intro(r: dict[str, Any]) -> list[str]:
     load = (
         "while the controller converges B1's fleet in the same cluster"
