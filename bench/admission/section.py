@@ -199,6 +199,20 @@ def section_b3_memory(r: dict[str, Any]) -> list[str]:
         *rows,
         "",
         "Where the heap grew: [profiles/b3-webhook-heap.txt](profiles/b3-webhook-heap.txt).",
+        *_before(r.get("before")),
+    ]
+
+
+def _before(before: dict[str, Any] | None) -> list[str]:
+    """An earlier run kept beside this one: what the lane measured before a change."""
+    if not before:
+        return []
+    memory = before["webhook_memory"]
+    return [
+        "",
+        f"Before, {before['what']}: idle {memory['idle']['VmRSS']} MiB,"
+        f" {memory['grew_mib']} MiB over idle at the peak"
+        " ([profiles/b3-webhook-heap-before.txt](profiles/b3-webhook-heap-before.txt)).",
     ]
 
 

@@ -199,6 +199,7 @@ async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     context = None
     if cfg.cert and cfg.key:
         context = serving_tls.tls_context(cfg.cert, cfg.key)
+        serving_tls.bound_read_buffers()
         files = (cfg.cert, cfg.key)
         tasks.append(asyncio.create_task(cert_watch.stop_on_change(files, halt.set)))
     await web.TCPSite(runner, cfg.address, cfg.port, ssl_context=context).start()

@@ -8,9 +8,24 @@ from __future__ import annotations
 
 import datetime
 import ssl
+from asyncio import sslproto
 from pathlib import Path
 
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+# asyncio gives every TLS connection a read buffer of SSLProtocol.max_size (256 KiB), kept
+# for the connection's life. The apiserver calls the webhook over HTTP/1.1 (aiohttp serves
+# no HTTP/2), one connection per call in flight, so a burst of creates opens hundreds: after
+# a 5,000-pod burst they held 145 MiB of the heap (bench/profiles/b3-webhook-heap.txt). A TLS
+# record carries at most 16 KiB, so a buffer of one record only costs a large request a few
+# more reads.
+READ_BUFFER_BYTES = 16 * 1024
+
+
+def bound_read_buffers() -> None:
+    """Every TLS connection this process accepts from now on reads through a buffer of
+    READ_BUFFER_BYTES (process-wide: asyncio reads the size from the class)."""
+    sslproto.SSLProtocol.max_size = READ_BUFFER_BYTES
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
