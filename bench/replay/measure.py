@@ -150,14 +150,17 @@ def _on(pod: PodSeen, node: str, at: float) -> bool:
 def pending(
     seen: Seen, sizes: Mapping[str, int], end: float, k: float
 ) -> dict[str, dict[str, float | int | None]]:
-    """Scale-up pending (created to bound) per GPU size, on the trace's clock in seconds."""
+    """Scale-up pending (created to bound) per GPU size, on the trace's clock in seconds, and
+    how many of those pods waited for a node that did not exist when they were created."""
     out: dict[str, dict[str, float | int | None]] = {}
+    added = {n.name: n.added for n in seen.nodes.values()}
     for size in sorted(set(sizes.values())):
-        waits = [
-            (p.bound - p.added) * k
+        bound = [
+            p
             for p in seen.pods.values()
             if sizes.get(p.service) == size and 0 <= p.added <= end and p.bound is not None
         ]
+        waits = [(p.bound - p.added) * k for p in bound if p.bound is not None]
         never = sum(
             1
             for p in seen.pods.values()
@@ -172,6 +175,7 @@ def pending(
             "p50_s": None if p50 is None else round(p50, 1),
             "p95_s": None if p95 is None else round(p95, 1),
             "never_bound": never,
+            "on_new_node": sum(1 for p in bound if added.get(p.node, p.added) > p.added),
         }
     return out
 

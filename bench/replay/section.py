@@ -77,6 +77,7 @@ def pending_table(r: dict[str, Any]) -> list[str]:
     for size in sizes:
         cells = [
             f"{cell(lanes[n]['pending_p50_s'][size])} / {cell(lanes[n]['pending_p95_s'][size])}"
+            + _launched(lanes[n].get("pending_on_new_node", {}).get(size))
             if size in lanes[n]["pending_p95_s"]
             else "-"
             for n in names
@@ -84,6 +85,11 @@ def pending_table(r: dict[str, Any]) -> list[str]:
         label = f"{size}-GPU replicas" if size != "0" else "CPU replicas"
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
     return rows
+
+
+def _launched(spread: dict[str, float] | None) -> str:
+    """How many of a run's scale-ups waited for a node launched after them (median)."""
+    return "" if spread is None else f" ({cell(spread)} on a new node)"
 
 
 def audit_lines(r: dict[str, Any]) -> list[str]:

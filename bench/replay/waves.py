@@ -78,6 +78,12 @@ def _lane_summary(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
             )
             for size in sizes
         }
+    by_size = [f["pending_by_gpus"] for f in mine]
+    if all("on_new_node" in v for sized in by_size for v in sized.values()):
+        summary["pending_on_new_node"] = {
+            size: spread([sized[size]["on_new_node"] for sized in by_size if size in sized])
+            for size in sizes
+        }
     summary["never_bound"] = sum(
         v["never_bound"] for f in mine for v in f["pending_by_gpus"].values()
     )

@@ -91,17 +91,30 @@ def test_disruption_tells_evicted_pods_and_pods_on_a_deleted_node_from_scale_dow
 
 def test_pending_is_per_gpu_size_for_pods_created_during_the_day() -> None:
     seen = Seen(
+        nodes={"n": node("n", 0, None), "m": node("m", 3, None)},
         pods={
             "w": PodSeen("lm-w", "lm", -3, "n", -2, -1),  # warm-up: not a scale-up
             "a": PodSeen("lm-a", "lm", 1, "n", 1.5, 2),
-            "b": PodSeen("lm-b", "lm", 2, "n", 4, 5),
+            "b": PodSeen("lm-b", "lm", 2, "m", 4, 5),  # waited for m's launch
             "c": PodSeen("big-c", "big", 3, "", None),  # never bound
             "d": PodSeen("big-d", "big", 3, "", None, gone=4),  # scaled away while pending
-        }
+        },
     )
     found = measure.pending(seen, {"lm": 1, "big": 8, "fe": 0}, end=40, k=30)
-    assert found["1"] == {"pods": 2, "p50_s": 15.0, "p95_s": 60.0, "never_bound": 0}
-    assert found["8"] == {"pods": 0, "p50_s": None, "p95_s": None, "never_bound": 1}
+    assert found["1"] == {
+        "pods": 2,
+        "p50_s": 15.0,
+        "p95_s": 60.0,
+        "never_bound": 0,
+        "on_new_node": 1,
+    }
+    assert found["8"] == {
+        "pods": 0,
+        "p50_s": None,
+        "p95_s": None,
+        "never_bound": 1,
+        "on_new_node": 0,
+    }
 
 
 def test_the_series_counts_nodes_pods_and_dollars_spent(tmp_path: Path) -> None:
