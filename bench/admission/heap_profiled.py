@@ -31,9 +31,10 @@ def env(into: Path) -> dict[str, str]:
     return {HEAP_DIR: str(into)}
 
 
-def status_mib() -> dict[str, float]:
+def memory_mib(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (the peak) of a process, in MiB."""
     found = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM"):
             found[key] = round(int(value.split()[0]) / 1024, 1)
@@ -84,7 +85,7 @@ def main() -> int:
         figures = {
             "traced_mib": round(current / 2**20, 1),
             "traced_peak_mib": round(peak / 2**20, 1),
-            **status_mib(),
+            **memory_mib(os.getpid()),
             **malloc_mib(),
         }
         (into / f"{taken}.json").write_text(json.dumps(figures))

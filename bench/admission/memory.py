@@ -16,22 +16,13 @@ from typing import Any
 
 from bench import fleet
 from bench.admission import heap_profiled
+from bench.admission.heap_profiled import memory_mib
 from bench.admission.load import NAMESPACE, run_burst
 from bench.admission.paths import Paths, point_at
 from bench.scale import Scale
 from localcluster import LocalCluster
 
 BURSTS = (1000, 5000)  # pods, five Deployments of a fifth each
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM (the peak) of a process, in MiB."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = round(int(value.split()[0]) / 1024, 1)
-    return found
 
 
 def clear_bursts(cluster: LocalCluster) -> None:
