@@ -21,7 +21,7 @@ from typing import Any
 
 from bench import fleet
 from bench.admission.create_latency import AuditCursor, quantile
-from bench.admission.floor import FLOOR, floor_policy
+from bench.admission.floor import BENCH_LABEL, floor_policy
 from bench.admission.load import NAMESPACE, clear_load, create_load, run_burst
 from bench.admission.paths import MANAGED, POLICY_KINDS, Paths, point_at
 from bench.lanes import Figures, Lane, compare, rounded, run_in_turn, summarise
@@ -75,7 +75,7 @@ class InTurn:
     def run(self, name: str, cluster: LocalCluster, repeat: int) -> Figures:
         """One round of lane `name`: its admission alone in force, a load, then a burst."""
         cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED, "--ignore-not-found")
-        cluster.kubectl("delete", POLICY_KINDS, FLOOR, "--ignore-not-found")
+        cluster.kubectl("delete", POLICY_KINDS, "-l", BENCH_LABEL, "--ignore-not-found")
         if self.objects.get(name):
             cluster.kubectl("apply", "-f", "-", objects=self.objects[name])
         null = None
@@ -127,7 +127,7 @@ def in_turn(
     }
     turns = InTurn(scale, objects, scheduler, paths)
     runs = run_in_turn([turns.lane(name) for name in IN_TURN], ROUNDS * scale.repeats, cluster)
-    cluster.kubectl("delete", POLICY_KINDS, FLOOR, "--ignore-not-found")
+    cluster.kubectl("delete", POLICY_KINDS, "-l", BENCH_LABEL, "--ignore-not-found")
     return runs
 
 

@@ -146,7 +146,7 @@ def _policy_cost(cost: dict[str, Any] | None) -> list[str]:
     if not cost:
         return []
     ms = cost["per_create_ms"]
-    return [
+    lines = [
         f"**Compiled policy per create: {ms['compiled']} ms, {cost['compiled_over_floor']} x the"
         f" floor policy's {ms['floor']} ms** (acceptance ≤ 1.3 x), by the apiserver's"
         " `apiserver_mutating_admission_policy_check_duration_seconds` over"
@@ -156,6 +156,22 @@ def _policy_cost(cost: dict[str, Any] | None) -> list[str]:
         f" ({cost['before_over_floor']} x the floor). By round: {cost['per_create_ms_by_round']}.",
         "",
     ]
+    if "output" in ms:
+        lines += [
+            f"The compiled policy's output for the bench pod written as constants, with no"
+            f" condition: {ms['output']} ms, {cost['output_over_floor']} x the floor; the"
+            f" compiled policy is {cost['compiled_over_output']} x that.",
+            "",
+        ]
+    if cost.get("in_process"):
+        inp = cost["in_process"]
+        lines += [
+            "In process (`map_cost/`, the apiserver's own patcher): µs per create"
+            f" {inp['us_per_create']}, allocations {inp['allocs_per_create']}; over the floor"
+            f" {inp['over_floor']} (time), {inp['allocs_over_floor']} (allocations).",
+            "",
+        ]
+    return lines
 
 
 def _memory(memory: dict[str, Any] | None) -> list[str]:

@@ -185,9 +185,34 @@ FULL = {
 }
 
 
-def test_one_patch_operation_per_top_level_field_and_no_dyn() -> None:
+def _value_literals(expression: str) -> list[str]:
+    """Every `value: {...}` of the expression, braces balanced outside CEL strings."""
+    found = []
+    start = expression.find("value: {")
+    while start != -1:
+        i, depth, quoted = start + len("value: "), 0, False
+        while True:
+            c = expression[i]
+            if quoted:
+                i += 2 if c == "\\" else 1
+                quoted = c != "'"
+                continue
+            quoted = c == "'"
+            depth += {"{": 1, "}": -1}.get(c, 0)
+            i += 1
+            if depth == 0 and c == "}":
+                break
+        found.append(expression[start:i])
+        start = expression.find("value: {", i)
+    return found
+
+
+def test_one_patch_operation_per_top_level_field_and_dyn_only_in_constants() -> None:
     """The compiled policy sets the scheduler, the affinity, the spread and the record with
-    one operation each (the record's two forms are alternatives), and no value needs dyn()."""
+    one operation each. The affinity's are alternatives: rebuilt from the pod's own, or, for
+    a pod without one, a literal for a pod with GPUs and one for a pod without; the record's
+    are too. dyn() appears only inside literals of constants, which the apiserver's CEL
+    builds once, when it loads the policy."""
     mine = policy("mine", placement=FULL)
     out = ap.compile_policy(mine, [mine], instance_types=["p4d.24xlarge"], excluded_namespaces=())
     assert isinstance(out, ap.Compiled)
@@ -197,12 +222,28 @@ def test_one_patch_operation_per_top_level_field_and_no_dyn() -> None:
     assert paths == [
         "/spec/schedulerName",
         "/spec/affinity",
+        "/spec/affinity",
+        "/spec/affinity",
         "/spec/topologySpreadConstraints",
         "/metadata/annotations/schedpolicy.io~1hints",
         "/metadata/annotations",
     ]
-    everything = expression + "".join(v["expression"] for v in spec["variables"])
+    constants = [v for v in _value_literals(expression) if "dyn(" in v]
+    assert len(constants) == 2
+    for literal in constants:
+        assert "variables." not in literal
+        assert "object." not in literal
+    rest = expression
+    for literal in constants:
+        rest = rest.replace(literal, "")
+    everything = rest + "".join(v["expression"] for v in spec["variables"])
     assert "dyn(" not in everything
     # The instance types and the requirements are constants of the expression.
     assert "p4d.24xlarge" in everything
     assert "'A100'" in everything
+    # A pod with GPUs is given the requirement, and one without is not.
+    with_gpus, without = constants
+    assert "'A100'" in with_gpus
+    assert "'A100'" not in without
+    assert "'nvidia.com/gpu.product'" in without
+    assert "'nvidia.com/gpu.product'" not in with_gpus

@@ -2,9 +2,14 @@
 preferred terms, and the one patch operation that sets the pod's affinity to what
 hints._gpu_affinity and hints._preferences make of it. Pure.
 
-The new affinity is built whole, of the pod schema's own types (`Object.spec.affinity{...}`),
-and added in one operation: one patch to apply, no dyn() to resolve, and the values it adds
-are constants of the compiled expression."""
+Most pods come with no affinity at all. For them what is added depends only on whether the
+pod requests GPUs, so it is one of two values known when compiling, written as literals:
+the apiserver's CEL (cel-go's OptOptimize) builds a literal of constants once, when the
+policy is loaded, so such a pod costs a `has()`, a ternary and the patch. A pod with an
+affinity of its own has it rebuilt whole, of the pod schema's own types
+(`Object.spec.affinity{...}`), in the same one operation; those initialisers are evaluated
+on every create, which issue 49's measurements showed to cost more than the whole policy
+did before (bench/admission/policy_cost.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from schedpolicy.core.placement.cel import (
     _Program,
     cel_string,
     cel_strings,
+    cel_value,
     typed,
 )
 from schedpolicy.core.wellknown import (
@@ -58,10 +64,9 @@ def _gpus_cel() -> str:
 
 def _gpu_requirement(
     prog: _Program, placement: Placement, model_key: str, memory_key: str
-) -> tuple[str, list[str]]:
+) -> tuple[str, list[list[dict[str, Any]]]]:
     """Variables for the GPU requirement: CEL saying whether it applies to the pod, and the
-    typed match expressions of each alternative term (label, then launch), which only the
-    patch expression may build (its environment alone declares the pod's types)."""
+    match expressions of each alternative term (label, then launch)."""
     if placement.gpu is not None:
         wanted = [
             {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
@@ -77,10 +82,10 @@ def _gpu_requirement(
             "variables.gpus && !variables.terms.exists(t, t.?matchExpressions.orValue([])"
             f".exists(e, e.key in {cel_strings([model_key, memory_key])}))",
         )
-        alternatives = [typed(EXPRESSION_TYPE, wanted)]
+        alternatives = [wanted]
         types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
         if types:
-            alternatives.append(typed(EXPRESSION_TYPE, gpu_offers.launch_term(types, model_key)))
+            alternatives.append(gpu_offers.launch_term(types, model_key))
         gpu_apply = "variables.gpuApply"
         prog.injected.append(("gpuAffinity", gpu_apply))
         prog.why.append(
@@ -92,7 +97,8 @@ def _gpu_requirement(
     return "false", []
 
 
-Candidates = list[tuple[dict[str, Any], str]]  # (preferred term, CEL condition)
+# (preferred term, whether only a pod without GPUs gets it)
+Candidates = list[tuple[dict[str, Any], bool]]
 
 
 def _candidates(
@@ -104,14 +110,14 @@ def _candidates(
         weight = placement.capacity_type.weight
         for key, value in hints.CAPACITY_LABELS[placement.capacity_type.prefer]:
             expr = {"key": key, "operator": "In", "values": [value]}
-            candidates.append((hints.preferred_term(weight, expr), "true"))
+            candidates.append((hints.preferred_term(weight, expr), False))
     values = 0
     for pref in placement.instance_types or []:
         matching = [t for t in known if t.startswith(pref.prefix + ".") or t == pref.prefix]
         values += len(matching)
         if matching:
             expr = {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": matching}
-            candidates.append((hints.preferred_term(pref.weight, expr), "true"))
+            candidates.append((hints.preferred_term(pref.weight, expr), False))
             prog.why.append(f"instance type {pref.prefix}*: {len(matching)} known type(s)")
         else:
             prog.why.append(f"instance type {pref.prefix}*: no node of that type yet")
@@ -127,7 +133,7 @@ def _candidates(
             {"key": model_key, "operator": "DoesNotExist"},
             {"key": GFD_PRODUCT, "operator": "DoesNotExist"},
         )
-        candidates.append((avoid, "!variables.gpus"))
+        candidates.append((avoid, True))
     return candidates
 
 
@@ -143,13 +149,20 @@ def _affinity(
     if isinstance(candidates, tuple):
         return candidates
     prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
-    for i, (pref, cond) in enumerate(candidates):
+    for i, (pref, without_gpus) in enumerate(candidates):
+        cond = "!variables.gpus" if without_gpus else "true"
         prog.var(
             f"addPref{i}", f"({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
         )
-    added_any = " || ".join(f"variables.addPref{i}" for i in range(len(candidates))) or "false"
+    added_any = "false"
     if candidates:
-        prog.injected.append(("preferredAffinity", f"({added_any})"))
+        # A pod with no affinity has no preferred terms to compare with: what it is given
+        # depends on its GPUs alone.
+        first = "true" if not all(without for _, without in candidates) else "!variables.gpus"
+        compared = " || ".join(f"variables.addPref{i}" for i in range(len(candidates)))
+        prog.var("prefsAdded", f"has(object.spec.affinity) ? ({compared}) : {first}")
+        added_any = "variables.prefsAdded"
+        prog.injected.append(("preferredAffinity", added_any))
     prog.var("affinityChange", f"{gpu_apply} || {added_any}")
     added = "".join(
         f" + (variables.addPref{i} ? [{typed(PREFERRED_TYPE, pref)}] : [])"
@@ -158,7 +171,7 @@ def _affinity(
     kept = f"{_NODE_AFFINITY}.?{_REQUIRED}"
     required = kept
     if alternatives:
-        terms = " + ".join(f"({_terms_with(alt)})" for alt in alternatives)
+        terms = " + ".join(f"({_terms_with(typed(EXPRESSION_TYPE, alt))})" for alt in alternatives)
         required = (
             f"variables.gpuApply ? optional.of({REQUIRED_TYPE}{{nodeSelectorTerms: {terms}}})"
             f" : {kept}"
@@ -178,11 +191,34 @@ def _affinity(
         f"{_NODE_AFFINITY}.hasValue() && !{_NODE_AFFINITY}.?{_REQUIRED}.hasValue()"
         f" && !{_NODE_AFFINITY}.?{_PREFERRED}.hasValue()"
     )
-    prog.patches.append(
+    rebuilt = (
         f"(variables.affinityChange || ({empty})"
         f" ? [{_patch('add', _at('/spec/affinity'), affinity)}] : [])"
     )
+    prog.patches.append(
+        f"(has(object.spec.affinity) ? {rebuilt} : {_first_affinity(alternatives, candidates)})"
+    )
     return None
+
+
+def _first_affinity(alternatives: list[list[dict[str, Any]]], candidates: Candidates) -> str:
+    """CEL: the patch for a pod that has no affinity: a literal chosen by `variables.gpus`
+    (one literal when nothing depends on it), so the apiserver builds each value once."""
+
+    def added(gpus: bool) -> str:
+        node: dict[str, Any] = {}
+        if gpus and alternatives:
+            node[_REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": a} for a in alternatives]}
+        prefs = [pref for pref, without_gpus in candidates if not (gpus and without_gpus)]
+        if prefs:
+            node[_PREFERRED] = prefs
+        if not node:
+            return "[]"
+        return f"[{_patch('add', _at('/spec/affinity'), cel_value({'nodeAffinity': node}))}]"
+
+    if alternatives or any(without_gpus for _, without_gpus in candidates):
+        return f"(variables.gpus ? {added(True)} : {added(False)})"
+    return added(False)
 
 
 def _terms_with(expressions: str) -> str:

@@ -208,20 +208,24 @@ def _zone_spread(prog: _Program, placement: Placement) -> None:
 
 
 def _record(prog: _Program, policy: Policy) -> None:
-    injected = " + ".join(f"({cond} ? ['{name}'] : [])" for name, cond in prog.injected)
-    prog.var("injected", injected)
-    # json.dumps(record, sort_keys=True): keys in order, ", " and ": " between.
-    head = json.dumps({"generation": policy.generation})[:-1] + ', "injected": ['
-    tail = '], "policy": ' + json.dumps(policy.name) + "}"
-    prog.var(
-        "record",
-        f"{cel_string(head)} + variables.injected.map(s, '\"' + s + '\"').join(', ')"
-        f" + {cel_string(tail)}",
-    )
+    """The `schedpolicy.io/hints` record: one string literal for each set of hints that may
+    be injected, chosen by their conditions, so no string is built while admitting."""
+
+    def text(injected: list[str]) -> str:
+        record = {"policy": policy.name, "generation": policy.generation, "injected": injected}
+        return cel_string(json.dumps(record, sort_keys=True)) if injected else "''"
+
+    def choose(done: list[str], rest: list[tuple[str, str]]) -> str:
+        if not rest:
+            return text(done)
+        (name, cond), later = rest[0], rest[1:]
+        return f"({cond} ? {choose([*done, name], later)} : {choose(done, later)})"
+
+    prog.var("record", choose([], prog.injected))
     key = HINTS_ANNOTATION.replace("~", "~0").replace("/", "~1")
     whole = "{" + cel_string(HINTS_ANNOTATION) + ": variables.record}"
     prog.patches.append(
-        "(size(variables.injected) == 0 ? [] : has(object.metadata.annotations)"
+        "(variables.record == '' ? [] : has(object.metadata.annotations)"
         f" ? [{_patch('add', _at('/metadata/annotations/' + key), 'variables.record')}]"
         f" : [{_patch('add', _at('/metadata/annotations'), whole)}])"
     )
