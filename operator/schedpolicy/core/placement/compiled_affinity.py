@@ -148,21 +148,7 @@ def _affinity(
     candidates = _candidates(prog, placement, known, model_key)
     if isinstance(candidates, tuple):
         return candidates
-    prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
-    for i, (pref, without_gpus) in enumerate(candidates):
-        cond = "!variables.gpus" if without_gpus else "true"
-        prog.var(
-            f"addPref{i}", f"({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
-        )
-    added_any = "false"
-    if candidates:
-        # A pod with no affinity has no preferred terms to compare with: what it is given
-        # depends on its GPUs alone.
-        first = "true" if not all(without for _, without in candidates) else "!variables.gpus"
-        compared = " || ".join(f"variables.addPref{i}" for i in range(len(candidates)))
-        prog.var("prefsAdded", f"has(object.spec.affinity) ? ({compared}) : {first}")
-        added_any = "variables.prefsAdded"
-        prog.injected.append(("preferredAffinity", added_any))
+    added_any = _preference_vars(prog, candidates)
     prog.var("affinityChange", f"{gpu_apply} || {added_any}")
     added = "".join(
         f" + (variables.addPref{i} ? [{typed(PREFERRED_TYPE, pref)}] : [])"
@@ -199,6 +185,26 @@ def _affinity(
         f"(has(object.spec.affinity) ? {rebuilt} : {_first_affinity(alternatives, candidates)})"
     )
     return None
+
+
+def _preference_vars(prog: _Program, candidates: Candidates) -> str:
+    """Variables saying which preferred terms a pod is given (those it lacks); returns the
+    CEL saying whether any is."""
+    prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
+    for i, (pref, without_gpus) in enumerate(candidates):
+        cond = "!variables.gpus" if without_gpus else "true"
+        prog.var(
+            f"addPref{i}", f"({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
+        )
+    if not candidates:
+        return "false"
+    # A pod with no affinity has no preferred terms to compare with: what it is given
+    # depends on its GPUs alone.
+    first = "true" if not all(without for _, without in candidates) else "!variables.gpus"
+    compared = " || ".join(f"variables.addPref{i}" for i in range(len(candidates)))
+    prog.var("prefsAdded", f"has(object.spec.affinity) ? ({compared}) : {first}")
+    prog.injected.append(("preferredAffinity", "variables.prefsAdded"))
+    return "variables.prefsAdded"
 
 
 def _first_affinity(alternatives: list[list[dict[str, Any]]], candidates: Candidates) -> str:
