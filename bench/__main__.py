@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.admission.run import run_b3, run_b3_memory
+from bench.admission.run import run_b3, run_b3_cost, run_b3_memory
 from bench.charts import RESULTS
 from bench.convergence import run as convergence
 from bench.gpu_hours import run as gpu_hours
@@ -56,6 +56,12 @@ def headline(key: str, r: dict[str, Any]) -> str:
         )
     if key == "b3m-webhook-memory":
         return f"B3m webhook RSS {r['webhook_memory']['grew_mib']} MiB over idle after the bursts"
+    if key == "b3p-policy-cost":
+        c = r["policy_cost"]
+        return (
+            f"B3p compiled {c['compiled_over_floor']} x the floor, output"
+            f" {c['output_over_floor']} x, compiled {c['compiled_over_output']} x the output"
+        )
     if key == "b4-packing":
         return (
             f"B4 free nodes {r['schedpolicy_profile']['free_nodes']} vs default"
@@ -145,6 +151,7 @@ def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -
     runs: list[tuple[str, str, Bench]] = [
         ("B3", "b3-webhook", run_b3),
         ("B3M", "b3m-webhook-memory", run_b3_memory),
+        ("B3P", "b3p-policy-cost", run_b3_cost),
         ("B4", "b4-packing", stream.run_b4),
         ("B4DRA", "b4-dra-packing", dra.run_b4_dra),
         ("B4C", "b4c-churn", churn.run_b4c),

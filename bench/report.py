@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import charts
-from bench.admission.section import section_b3, section_b3_memory
+from bench.admission.section import section_b3, section_b3_cost, section_b3_memory
 from bench.convergence.section import section_b1, section_b2
 from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
@@ -21,6 +21,7 @@ ORDER = (
     "b2-memory",
     "b3-webhook",
     "b3m-webhook-memory",
+    "b3p-policy-cost",
     "b4-packing",
     "b4-dra-packing",
     "b4c-churn",
@@ -35,6 +36,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b2-memory": section_b2,
     "b3-webhook": section_b3,
     "b3m-webhook-memory": section_b3_memory,
+    "b3p-policy-cost": section_b3_cost,
     "b4-packing": section_b4,
     "b4-dra-packing": section_b4_dra,
     "b4c-churn": section_b4c,

@@ -14,5 +14,6 @@ created pods that lack their `schedpolicy.io/hints` annotation.
 Each admission path is a lane (paths.py): no admission, the compiled policy, our webhook,
 and webhooks that decide nothing (null_webhook.py, go_null_webhook/), for what the machine
 itself allows. The acceptance's lanes are taken once more in turn, over several rounds
-(in_turn.py).
+(in_turn.py). What each admission policy costs per create, by the apiserver's own
+histogram and in process with the apiserver's own patcher (map_cost/), is policy_cost.py.
 """

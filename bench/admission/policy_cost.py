@@ -30,7 +30,7 @@ from bench.lanes import order
 from localcluster import LocalCluster
 
 CREATES = 400
-ROUNDS = 3
+ROUNDS = 7
 METRIC = "apiserver_mutating_admission_policy_check_duration_seconds"
 BEFORE = Path(__file__).parent.parent / "profiles" / "b3-compiled-before.json"
 
@@ -112,21 +112,28 @@ def run_policy_costs(
         "output_over_floor": round(median["output"] / median["floor"], 3),
         "compiled_over_output": round(median["compiled"] / median["output"], 3),
         "before_over_floor": round(median["before"] / median["floor"], 3),
-        "in_process": in_process({name: objects for name, (objects, _) in variants.items()}),
+        "in_process": in_process(
+            {name: _policy(objects) for name, (objects, _) in variants.items()}
+        ),
         "goal": "compiled per create <= 1.3 x the floor policy's",
     }
 
 
-def in_process(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The MutatingAdmissionPolicy among a policy's objects (its binding is listed first)."""
+    return next(o for o in objects if o["kind"] == "MutatingAdmissionPolicy")
+
+
+def in_process(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """map_cost/ on each policy, twice in turn: nanoseconds (median) and allocations per
     create, and each one's ratio to the floor's."""
     binary = built_map_cost()
     runs: dict[str, list[dict[str, int]]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
         files = []
-        for name, objects in variants.items():
+        for name, policy in variants.items():
             path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps(objects[0]))
+            path.write_text(json.dumps(policy))
             files.append((name, str(path)))
         for r in range(2):
             ordered = [files[(i + r) % len(files)] for i in range(len(files))]

@@ -10,7 +10,14 @@ from bench import fleet
 from bench.admission.in_turn import gain_in_turn, in_turn, pooled, spreads
 from bench.admission.load import NAMESPACE, RATE, bench_policy
 from bench.admission.memory import heap_profile, webhook_memory
-from bench.admission.paths import Paths
+from bench.admission.paths import (
+    MANAGED,
+    POLICY_KINDS,
+    Paths,
+    compile_policies,
+    compiled_objects,
+    point_at,
+)
 from bench.admission.policy_cost import run_policy_costs
 from bench.convergence import costs
 from bench.lanes import Figures, compare, medians, rounded, run_in_turn, summarise
@@ -44,6 +51,28 @@ def run_b3(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     summary["policy_cost"] = cost
     summary["webhook_memory"] = memory
     return summary
+
+
+def run_b3_cost(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+    """B3's policy cost alone (`--only B3P`): the bench policy compiled by a policy-mode
+    controller, then each policy's cost per create (policy_cost.py)."""
+    fleet.namespace(cluster, NAMESPACE)
+    cluster.kubectl("apply", "-f", "-", objects=[bench_policy()])
+    paths = Paths(cluster, scale, out)
+    scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
+    try:
+        paths.serving()
+        point_at(paths.webhook)
+        compile_policies(cluster)
+        compiled = compiled_objects(cluster)
+        cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED)
+        paths.webhook.unregister()
+        cost = run_policy_costs(cluster, compiled, scheduler)
+    finally:
+        paths.stop()
+    cluster.kubectl("delete", "spol", "bench-webhook")
+    cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+    return {"name": "B3p admission policy cost", "scale": scale.name, "policy_cost": cost}
 
 
 def run_b3_memory(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:

@@ -190,6 +190,11 @@ def _memory(memory: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def section_b3_cost(r: dict[str, Any]) -> list[str]:
+    """B3's policy cost run alone."""
+    return ["## B3p: what each admission policy costs per create", *_policy_cost(r["policy_cost"])]
+
+
 def section_b3_memory(r: dict[str, Any]) -> list[str]:
     """B3's memory lane run alone: the resident set, then what the traced run counted."""
     heap = r["heap"]

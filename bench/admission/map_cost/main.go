@@ -14,8 +14,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -175,6 +175,9 @@ func main() {
 		policy := &admissionregistrationv1.MutatingAdmissionPolicy{}
 		if err := json.Unmarshal(raw, policy); err != nil {
 			fail(fmt.Errorf("%s: %w", path, err))
+		}
+		if policy.Kind != "MutatingAdmissionPolicy" || len(policy.Spec.Mutations) == 0 {
+			fail(fmt.Errorf("%s: a MutatingAdmissionPolicy with mutations, not a %s with %d", path, policy.Kind, len(policy.Spec.Mutations)))
 		}
 		compiler, patchers, err := compile(policy)
 		if err != nil {
