@@ -36,14 +36,18 @@ MANAGED = "app.kubernetes.io/managed-by=schedpolicy"
 POLICY_KINDS = "mutatingadmissionpolicybindings,mutatingadmissionpolicies"
 
 
-def go_null_webhook(workdir: Path) -> Path:
-    """go_null_webhook/ built with this machine's Go (standard library only)."""
-    binary = workdir / "go-null-webhook"
-    source = Path(__file__).with_name("go_null_webhook")
+def go_built(program: str, binary: Path) -> Path:
+    """The Go program in this directory's `program`/ built with this machine's Go."""
+    source = Path(__file__).with_name(program)
     subprocess.run(
         ["go", "build", "-o", str(binary), "."], cwd=source, check=True, capture_output=True
     )
     return binary
+
+
+def go_null_webhook(workdir: Path) -> Path:
+    """go_null_webhook/ built (standard library only)."""
+    return go_built("go_null_webhook", workdir / "go-null-webhook")
 
 
 def compile_policies(cluster: LocalCluster) -> None:
@@ -138,16 +142,26 @@ class Paths:
 
     def compiled_policy(self, cluster: LocalCluster, repeat: int) -> Figures:
         """The MutatingAdmissionPolicy serves, and the webhook is never called."""
-        ours = self.serving()
-        point_at(self.webhook)
-        compile_policies(cluster)
+        ours = self.compile()
         figures = self.measure(
             "compiled", repeat, own_port=ours.metrics_port, controller_args=POLICY_MODE
         )
-        self.compiled = compiled_objects(cluster)
-        cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED)
-        self.webhook.unregister()
+        self.keep_compiled()
         return figures
+
+    def compile(self) -> OperatorProcess:
+        """The bench policy compiled by a policy-mode controller, our webhook serving."""
+        ours = self.serving()
+        point_at(self.webhook)
+        compile_policies(self.cluster)
+        return ours
+
+    def keep_compiled(self) -> None:
+        """The compiled objects kept for later lanes, then removed with the webhook's
+        configuration: no admission is left in force."""
+        self.compiled = compiled_objects(self.cluster)
+        self.cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED)
+        self.webhook.unregister()
 
     def ours(self, cluster: LocalCluster, repeat: int) -> Figures:
         """Our webhook, under a fresh configuration (without the narrowed match condition),

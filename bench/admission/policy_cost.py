@@ -25,7 +25,7 @@ from bench.admission.floor import BENCH_LABEL, cost_pod, floor_policy, output_po
 from bench.admission.in_turn import serving
 from bench.admission.load import NAMESPACE
 from bench.admission.metrics import apiserver_metrics
-from bench.admission.paths import MANAGED, POLICY_KINDS
+from bench.admission.paths import MANAGED, POLICY_KINDS, go_built
 from bench.lanes import order
 from localcluster import LocalCluster
 
@@ -127,20 +127,21 @@ def _policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def in_process(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """map_cost/ on each policy, twice in turn: nanoseconds (median) and allocations per
     create, and each one's ratio to the floor's."""
-    binary = built_map_cost()
+    binary = go_built("map_cost", Path(tempfile.gettempdir()) / "schedpolicy-map-cost")
     runs: dict[str, list[dict[str, int]]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
-        files = []
+        files = {name: Path(tmp) / f"{name}.json" for name in variants}
         for name, policy in variants.items():
-            path = Path(tmp) / f"{name}.json"
-            path.write_text(json.dumps(policy))
-            files.append((name, str(path)))
+            files[name].write_text(json.dumps(policy))
         for r in range(2):
-            ordered = [files[(i + r) % len(files)] for i in range(len(files))]
+            ordered = order(list(variants), r)
             out = subprocess.run(
-                [str(binary), *(f for _, f in ordered)], capture_output=True, text=True, check=True
+                [str(binary), *(str(files[n]) for n in ordered)],
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
-            for (name, _), line in zip(ordered, out.splitlines(), strict=True):
+            for name, line in zip(ordered, out.splitlines(), strict=True):
                 runs[name].append(json.loads(line))
     ns = {name: statistics.median(r["ns_per_create"] for r in rs) for name, rs in runs.items()}
     allocs = {name: rs[0]["allocs_per_create"] for name, rs in runs.items()}
@@ -150,13 +151,3 @@ def in_process(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "over_floor": {name: round(v / ns["floor"], 2) for name, v in ns.items()},
         "allocs_over_floor": {name: round(v / allocs["floor"], 2) for name, v in allocs.items()},
     }
-
-
-def built_map_cost() -> Path:
-    """map_cost/ built with this machine's Go (it links k8s.io/apiserver, as go.mod pins)."""
-    source = Path(__file__).with_name("map_cost")
-    binary = Path(tempfile.gettempdir()) / "schedpolicy-map-cost"
-    subprocess.run(
-        ["go", "build", "-o", str(binary), "."], cwd=source, check=True, capture_output=True
-    )
-    return binary

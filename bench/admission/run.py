@@ -10,14 +10,7 @@ from bench import fleet
 from bench.admission.in_turn import gain_in_turn, in_turn, pooled, spreads
 from bench.admission.load import NAMESPACE, RATE, bench_policy
 from bench.admission.memory import heap_profile, webhook_memory
-from bench.admission.paths import (
-    MANAGED,
-    POLICY_KINDS,
-    Paths,
-    compile_policies,
-    compiled_objects,
-    point_at,
-)
+from bench.admission.paths import Paths
 from bench.admission.policy_cost import run_policy_costs
 from bench.convergence import costs
 from bench.lanes import Figures, compare, medians, rounded, run_in_turn, summarise
@@ -61,13 +54,9 @@ def run_b3_cost(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any
     paths = Paths(cluster, scale, out)
     scheduler = Placement.model_validate(bench_policy()["spec"]["placement"]).scheduler_name
     try:
-        paths.serving()
-        point_at(paths.webhook)
-        compile_policies(cluster)
-        compiled = compiled_objects(cluster)
-        cluster.kubectl("delete", POLICY_KINDS, "-l", MANAGED)
-        paths.webhook.unregister()
-        cost = run_policy_costs(cluster, compiled, scheduler)
+        paths.compile()
+        paths.keep_compiled()
+        cost = run_policy_costs(cluster, paths.compiled, scheduler)
     finally:
         paths.stop()
     cluster.kubectl("delete", "spol", "bench-webhook")
