@@ -113,10 +113,10 @@ test: venv ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench
-bench: venv ## benchmarks B1-B7 (SCALE=small for a quick pass, ONLY=B2 for a subset); writes bench/REPORT.md
+bench: venv ## benchmarks B1-B7 (SCALE=small for a quick pass, ONLY=B2 for a subset; B7/B7E: DAY=12, TRACE=file, LANES=a,b); writes bench/REPORT.md
 	@$(BUILD) control-plane helm karpenter
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
-	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY))
+	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY)) $(if $(DAY),--day $(DAY)) $(if $(TRACE),--trace $(TRACE)) $(if $(LANES),--lanes $(LANES))
 
 .PHONY: demo
 demo: cluster-up ## the story: policies, costs, GPU labels and packing, a simulated and a real scale-down

@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,17 @@ from bench.charts import RESULTS
 from bench.convergence import run as convergence
 from bench.gpu_hours import run as gpu_hours
 from bench.packing import churn, dra, stream
+from bench.replay.lane_spec import LaneError
+from bench.replay.plan import PlanError
 from bench.scale import SCALES, Scale
 from bench.scaledown import gpu as gpu_scaledown
 from bench.scaledown import run as scaledown
+from bench.serving import load
 from bench.serving import run as serving
+from bench.serving.load import LoadError
 from localcluster import LocalCluster
 from localcluster.binaries import REPO
+from localcluster.karpenter import KarpenterConfigError
 
 Bench = Callable[[LocalCluster, Scale, Path], dict[str, Any]]
 
@@ -89,10 +95,10 @@ def _later_headline(key: str, r: dict[str, Any]) -> str:
             f"B5g GPU nodes freed: none {f['no_policy']}, CPU fill {f['cpu_fill']}, GPU fill"
             f" {f['gpu_fill']}, ideal {f['ideal']}"
         )
-    if key in ("b6-gpu-hours", "b7-serving"):
+    if key.startswith(("b6-gpu-hours", "b7-serving", "b7e-no-eviction")):
         lanes = r["lanes"]
         return (
-            key[:2].upper()
+            key.split("-")[0].upper()
             + " "
             + "; ".join(
                 f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
@@ -107,14 +113,30 @@ def _later_headline(key: str, r: dict[str, Any]) -> str:
     )
 
 
-def serving_b7(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
-    """B7 brings its own clusters; `cluster` is not used."""
-    return serving.run_b7(b7_size(scale), out)
+@dataclass(frozen=True)
+class ServingChoice:
+    """B7's and B7E's inputs from the command line: the trace, its day, and the lanes (None:
+    those bench/replay/lanes.yaml gives the benchmark)."""
 
+    trace: Path
+    day: int
+    lanes: tuple[str, ...] | None
 
-def serving_b7_when_empty(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
-    """B7 with a GPU pool that consolidates only empty nodes."""
-    return serving.run_b7(b7_size(scale), out, consolidation="WhenEmpty")
+    def bench(self, name: str) -> tuple[str, Bench]:
+        """The result's name and the benchmark; it brings its own clusters, so the shared
+        `cluster` goes unused."""
+
+        def run(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
+            return serving.run_b7(
+                b7_size(scale), out, name=name, trace=self.trace, day=self.day, lanes=self.lanes
+            )
+
+        return serving.result_name(name, self.day), run
+
+    def check(self, scale: Scale, names: set[str]) -> None:
+        """A bad trace, day, serving table or lane is refused before any cluster starts."""
+        for name in sorted(names):
+            serving.prepare(name, b7_size(scale), self.trace, self.day, self.lanes)
 
 
 def b7_size(scale: Scale) -> str:
@@ -146,7 +168,9 @@ def run_convergence(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[
     return False
 
 
-def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -> bool:
+def run_each(
+    cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str], choice: ServingChoice
+) -> bool:
     """B3 to B7, each as wanted; whether any failed."""
     runs: list[tuple[str, str, Bench]] = [
         ("B3", "b3-webhook", run_b3),
@@ -158,8 +182,8 @@ def run_each(cluster: LocalCluster, scale: Scale, out: Path, wanted: set[str]) -
         ("B5", "b5-scaledown", scaledown.run_b5),
         ("B5G", "b5g-gpu-scaledown", gpu_scaledown.run_b5g),
         ("B6", "b6-gpu-hours", gpu_hours.run_b6),
-        ("B7", "b7-serving", serving_b7),
-        ("B7E", "b7-serving-when-empty", serving_b7_when_empty),
+        ("B7", *choice.bench("B7")),
+        ("B7E", *choice.bench("B7E")),
     ]
     failed = False
     for tag, key, fn in runs:
@@ -184,9 +208,18 @@ def main() -> int:
     parser.add_argument(
         "--only", default="B1,B2,B3,B4,B4DRA,B4C,B5,B5G,B6,B7", help="comma-separated subset"
     )
+    parser.add_argument(
+        "--trace", type=Path, default=load.DEFAULT_TRACE, help="B7/B7E: ServeGen's load_10min.csv"
+    )
+    parser.add_argument("--day", type=int, default=0, help="B7/B7E: the trace's day, from 0")
+    parser.add_argument(
+        "--lanes", default="", help="B7/B7E: comma-separated lanes of bench/replay/lanes.yaml"
+    )
     args = parser.parse_args()
     scale = SCALES[args.scale]
     wanted = {w.strip().upper() for w in args.only.split(",")}
+    lanes = tuple(n.strip() for n in args.lanes.split(",") if n.strip()) or None
+    choice = ServingChoice(args.trace, args.day, lanes)
     cluster = LocalCluster(REPO / ".cluster" / "bench")
     started = time.monotonic()
     failed = False
@@ -197,8 +230,11 @@ def main() -> int:
     # B6 and B7 bring clusters of their own (Karpenter's nodes only); the others share this one.
     shared = bool(wanted - {"B6", "B7", "B7E"})
     if wanted & {"B7", "B7E"}:
-        # A bad trace or serving table is refused before any cluster starts.
-        serving.inputs(serving.SIZES[b7_size(scale)])
+        try:
+            choice.check(scale, wanted & {"B7", "B7E"})
+        except (LoadError, LaneError, KarpenterConfigError, PlanError) as err:
+            print(f"bench: refused before any cluster started: {err}", file=sys.stderr)
+            return 2
     if shared:
         cluster.up()
     try:
@@ -209,7 +245,7 @@ def main() -> int:
             )
         if wanted & {"B1", "B2"}:
             failed = run_convergence(cluster, scale, RESULTS, wanted)
-        failed = run_each(cluster, scale, RESULTS, wanted) or failed
+        failed = run_each(cluster, scale, RESULTS, wanted, choice) or failed
     finally:
         if shared:
             cluster.down()

@@ -1,6 +1,7 @@
 """Where the benchmarks' public traces are: the project's `shared/data/` next to a checkout,
 found from the checkout upward, so that a clone one directory deeper (a CI workspace, a
-worktree) finds them too; or where an environment variable says."""
+worktree) finds them too; or where an environment variable says. A trace is read only with
+its SOURCE.md beside it: where it came from, under which licence, and how it was derived."""
 
 from __future__ import annotations
 
@@ -20,3 +21,21 @@ def shared_data(relative: str, env: str) -> Path:
         if candidate.exists():
             return candidate
     return REPO.parent / "shared" / "data" / relative
+
+
+SOURCE = "SOURCE.md"
+
+
+class MissingSource(ValueError):
+    """A trace without its SOURCE.md; the message names the file that is missing."""
+
+
+def require_source(trace: Path) -> Path:
+    """`trace`'s SOURCE.md, or the refusal that names where it should be."""
+    source = trace.parent / SOURCE
+    if not source.is_file():
+        raise MissingSource(
+            f"{source}: missing: {trace.name} is read only with its SOURCE.md beside it"
+            " (origin, licence, how it was derived)"
+        )
+    return source

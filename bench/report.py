@@ -13,7 +13,7 @@ from bench.convergence.section import section_b1, section_b2
 from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
 from bench.scaledown.section import section_b5, section_b5g
-from bench.serving.section import section_b7, section_b7_when_empty
+from bench.serving.section import section_b7, section_b7e
 
 REPORT = charts.RESULTS.parent / "REPORT.md"
 ORDER = (
@@ -29,8 +29,10 @@ ORDER = (
     "b5g-gpu-scaledown",
     "b6-gpu-hours",
     "b7-serving",
-    "b7-serving-when-empty",
+    "b7e-no-eviction",
 )
+# Results of a benchmark run on another day of its trace: `<key>-day<N>`, after the key's own.
+DAY = "-day"
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b1-convergence": section_b1,
     "b2-memory": section_b2,
@@ -44,7 +46,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b5g-gpu-scaledown": section_b5g,
     "b6-gpu-hours": section_b6,
     "b7-serving": section_b7,
-    "b7-serving-when-empty": section_b7_when_empty,
+    "b7e-no-eviction": section_b7e,
 }
 
 
@@ -57,13 +59,15 @@ def section(key: str, result: dict[str, Any]) -> list[str]:
     the error it failed with."""
     if "error" in result:
         return [f"## {result['name']}", "", f"Failed: `{result['error']}`", ""]
-    title, *body = SECTIONS[key](result)
+    title, *body = SECTIONS[key.split(DAY)[0]](result)
     return [f"{title} (scale: {result.get('scale')})", *body, ""]
 
 
 def write() -> str:
     results = load()
-    scales = sorted({str(r.get("scale")) for k, r in results.items() if k in SECTIONS})
+    scales = sorted(
+        {str(r.get("scale")) for k, r in results.items() if k.split(DAY)[0] in SECTIONS}
+    )
     lines = [
         "# Benchmarks",
         "",
@@ -75,8 +79,8 @@ def write() -> str:
         "",
     ]
     for key in ORDER:
-        if key in results:
-            lines += section(key, results[key])
+        for found in sorted(k for k in results if k == key or k.startswith(key + DAY)):
+            lines += section(found, results[found])
     REPORT.write_text("\n".join(lines))
     return str(REPORT)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import binaries
+from localcluster import binaries, crd_schema
 
 INSTANCE_TYPES = Path(__file__).with_name("karpenter-instance-types.yaml")
 NAMESPACE = "karpenter"
@@ -321,10 +321,24 @@ def check_version(found: str) -> None:
         )
 
 
+# Karpenter's own defaults for the provisioner's batching window (BATCH_IDLE_DURATION,
+# BATCH_MAX_DURATION), which a replay divides by its time scale.
+BATCH_IDLE_SECONDS = 1.0
+BATCH_MAX_SECONDS = 10.0
+# The environment variable tools/karpenter/replay-timers.patch reads.
+TIME_SCALE_ENV = "KARPENTER_REPLAY_TIME_SCALE"
+
+
 @dataclass
 class KarpenterOptions:
     """How a LocalCluster runs Karpenter. `feature_gates` go to its FEATURE_GATES, such as
-    {"PodDeletionCostManagement": True}."""
+    {"PodDeletionCostManagement": True}.
+
+    `time_scale` > 1 runs Karpenter that many times faster, for a replay compressed as much:
+    the fixed timers tools/karpenter/replay-timers.patch makes scalable, and its batching
+    window from Karpenter's defaults. At 1, the tests' short batches (1 s and 3 s) apply.
+    `registration_delay`: seconds between a launch and its Node appearing (a cloud's boot),
+    through the KWOK node class."""
 
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     consolidate_after: str = "5s"
@@ -332,6 +346,8 @@ class KarpenterOptions:
     gpu_labels: Mapping[str, str] | None = None
     gpu_taint: bool = False  # the GPU pool's nodes taint nvidia.com/gpu (NoSchedule)
     gpu_consolidation: str = "WhenEmptyOrUnderutilized"  # the GPU pool's consolidationPolicy
+    time_scale: float = 1.0
+    registration_delay: float = 0.0
 
 
 def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]:
@@ -346,19 +362,38 @@ def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]
         gpu_taint=options.gpu_taint,
         gpu_consolidation=options.gpu_consolidation,
     )
+    if options.time_scale < 1:
+        raise _fail("time_scale", f"{options.time_scale} is below 1 (Karpenter cannot run slower)")
+    if options.registration_delay < 0:
+        raise _fail("registration_delay", f"{options.registration_delay} is negative")
     for pool in pools:
         check_node_pool(pool)
+        check_against_crd(pool)
+    node_class: dict[str, Any] = {}
+    if options.registration_delay:
+        node_class["nodeRegistrationDelay"] = f"{round(options.registration_delay * 1000)}ms"
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         {
             "apiVersion": "karpenter.kwok.sh/v1alpha1",
             "kind": "KWOKNodeClass",
             "metadata": {"name": NODE_CLASS},
-            "spec": {},
+            "spec": node_class,
         },
         *pools,
     ]
     return catalog, objects
+
+
+def check_against_crd(pool: Mapping[str, Any]) -> None:
+    """Refuse a NodePool Karpenter's own CRD would refuse, with the apiserver's message, before
+    any cluster starts."""
+    schema = crd_schema.version_schema(crd_dir() / "karpenter.sh_nodepools.yaml", "v1")
+    name = pool.get("metadata", {}).get("name", "?")
+    try:
+        crd_schema.check(pool, schema)
+    except crd_schema.SchemaError as err:
+        raise _fail(f"NodePool {name}", f"Karpenter's CRD refuses it: {err}") from None
 
 
 def environment(
@@ -377,6 +412,11 @@ def environment(
         "BATCH_MAX_DURATION": "3s",
         "LOG_LEVEL": "debug",
     }
+    if options.time_scale > 1:
+        env[TIME_SCALE_ENV] = f"{options.time_scale:g}"
+        idle, most = (BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS)
+        env["BATCH_IDLE_DURATION"] = f"{round(idle / options.time_scale * 1000)}ms"
+        env["BATCH_MAX_DURATION"] = f"{round(most / options.time_scale * 1000)}ms"
     if gates:
         env["FEATURE_GATES"] = gates
     return env

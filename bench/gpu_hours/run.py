@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.gpu_hours import trace
-from bench.replay import waves
+from bench.replay import lane_spec, plots, waves
 from bench.replay.lane import SCHEDULER, Workload, namespace_selector
 from bench.replay.plan import MAX_COMPRESSION, Plan, Shape, Step, Timers
 from bench.scale import Scale
@@ -79,7 +79,10 @@ def run_b6(cluster: object, scale: Scale, out: Path) -> dict[str, Any]:
     window = trace.load(WINDOW_START, hours * 3600, compression=MAX_COMPRESSION)
     plan, lengthened = plan_of(window, timers)
     workload = Workload(NAMESPACE, plan, policy())
-    lanes = waves.run_lanes(workload, 3, 9, REPO / ".cluster", load_catalog())
+    bench = lane_spec.benchmark("B6")
+    lanes = waves.run_lanes(
+        workload, bench, 3, 3 * len(bench.lanes), REPO / ".cluster", load_catalog()
+    )
     result: dict[str, Any] = {
         "name": "B6 GPU node-hours on the Alibaba trace",
         "scale": scale.name,
@@ -89,7 +92,7 @@ def run_b6(cluster: object, scale: Scale, out: Path) -> dict[str, Any]:
         "peak_gpus_needed": trace.peak_gpus(window.tasks),
         **lanes,
     }
-    waves.draw(
-        result, workload, "B6: the Alibaba GPU trace under Karpenter", out / "b6-gpu-hours.png"
+    plots.draw_day(
+        result, workload.plan, "B6: the Alibaba GPU trace under Karpenter", out / "b6-gpu-hours.png"
     )
     return result

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.datasets import shared_data
+from bench.datasets import MissingSource, require_source, shared_data
 
 TRACE_ENV = "SCHEDPOLICY_ALIBABA_TRACE"
 
@@ -109,6 +109,10 @@ def load(first: int, length: int, compression: float, path: Path | None = None) 
             f"{source} is missing; point {TRACE_ENV} at openb_pod_list_default.csv of"
             " github.com/alibaba/clusterdata cluster-trace-gpu-v2023"
         )
+    try:
+        require_source(source)
+    except MissingSource as err:
+        raise TraceError(str(err)) from None
     with source.open(newline="") as f:
         return window(csv.DictReader(f), first, length, compression)
 

@@ -1,11 +1,11 @@
 """One lane run: a fresh cluster with Karpenter and no nodes, the plan's Deployments at
 their first replicas, then the plan, step by step, and what it cost.
 
-The lanes differ only in what schedules and costs the pods:
-- karpenter-alone: the default scheduler, no policy, no costs;
-- profile: the pods name the chart's scheduler profile (MostAllocated on GPUs) themselves;
-- product: the controller and the webhook run under the workload's policy, which hints the
-  profile and writes deletion costs with Karpenter's disruption cost.
+What a lane changes is data (bench/replay/lanes.yaml, `LaneSpec`): the scheduler the pods name,
+whether the operator runs and under which policy, Karpenter's feature gates, the GPU pool's
+consolidation policy and the GPU replicas' annotations. Karpenter runs on the replay's clock:
+its fixed timers divided by the compression (tools/karpenter/replay-timers.patch), its
+consolidateAfter and a node's boot scaled the same way.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.replay.lane_spec import LaneSpec
 from bench.replay.measure import Eviction, write_audit
 from bench.replay.observe import SERVICE_LABEL, Seen, Watcher
-from bench.replay.plan import Plan, Shape
+from bench.replay.plan import Plan, Shape, Timers
 from localcluster import LocalCluster, audit
 from localcluster.binaries import REPO
 from localcluster.karpenter import GPU, GPU_TOLERATION, KarpenterOptions
 
 SCHEDULER = "schedpolicy-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
-LANES = ("karpenter-alone", "profile", "product")
 KARPENTER_USER = "karpenter"
 # KWOK's pod-ready stage waits this long (a Go duration) before a bound pod runs and is
 # Ready: the replica's model load.
@@ -43,17 +43,32 @@ class Workload:
     namespace: str
     plan: Plan
     policy: Mapping[str, Any]
-    # The GPU NodePool's consolidationPolicy: WhenEmptyOrUnderutilized (Karpenter moves GPU
-    # pods off underused nodes) or WhenEmpty (it removes only empty ones).
-    gpu_consolidation: str = "WhenEmptyOrUnderutilized"
 
 
 def namespace_selector(namespace: str) -> dict[str, Any]:
     return {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
 
 
+def karpenter_options(lane: LaneSpec, timers: Timers) -> KarpenterOptions:
+    """How the lane's Karpenter runs: on the replay's clock, with the lane's gates and GPU
+    pool. consolidateAfter is whole seconds, as Karpenter's CRD asks."""
+    return KarpenterOptions(
+        feature_gates=dict(lane.karpenter_gates),
+        consolidate_after=f"{max(1, round(timers.replay(timers.consolidate_after)))}s",
+        gpu_taint=True,
+        gpu_consolidation=lane.gpu_consolidation,
+        time_scale=timers.compression,
+        registration_delay=timers.replay(timers.node_boot),
+    )
+
+
 def deployment(
-    service: Shape, namespace: str, replicas: int, startup: float, scheduler: str | None
+    service: Shape,
+    namespace: str,
+    replicas: int,
+    startup: float,
+    scheduler: str | None,
+    gpu_annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": service.cpu, "memory": service.memory}}
     spec: dict[str, Any] = {
@@ -67,6 +82,9 @@ def deployment(
     if scheduler:
         spec["schedulerName"] = scheduler
     labels = {SERVICE_LABEL: service.name}
+    annotations = {STARTUP_ANNOTATION: f"{int(startup * 1000)}ms"}
+    if service.gpus and gpu_annotations:
+        annotations.update(gpu_annotations)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -75,10 +93,7 @@ def deployment(
             "replicas": replicas,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {STARTUP_ANNOTATION: f"{int(startup * 1000)}ms"},
-                },
+                "metadata": {"labels": labels, "annotations": annotations},
                 "spec": spec,
             },
         },
@@ -91,6 +106,7 @@ class Run:
 
     lane: str
     repeat: int
+    wave: int  # which wave of side-by-side runs it ran in
     seen: Seen
     evictions: list[Eviction]
     warmup_seconds: float
@@ -101,38 +117,42 @@ class Run:
 class LaneRun:
     """A lane on its own cluster: `prepare()` (cluster, Deployments, warm-up), then `day()`."""
 
-    def __init__(self, lane: str, repeat: int, workload: Workload, workdir: Path) -> None:
-        self.lane, self.repeat, self.workload = lane, repeat, workload
+    def __init__(
+        self, lane: LaneSpec, repeat: int, wave: int, workload: Workload, workdir: Path
+    ) -> None:
+        self.spec, self.lane, self.repeat, self.wave = lane, lane.name, repeat, wave
+        self.workload = workload
         self.plan, self.namespace = workload.plan, workload.namespace
         self.cluster = LocalCluster(workdir)
         self.watcher: Watcher | None = None
         self.warmup = 0.0
 
     def prepare(self, timeout: float = 600) -> None:
-        plan, cluster = self.plan, self.cluster
-        consolidate = plan.timers.replay(plan.timers.consolidate_after)
-        options = KarpenterOptions(
-            consolidate_after=f"{consolidate:g}s",
-            gpu_taint=True,
-            gpu_consolidation=self.workload.gpu_consolidation,
-        )
-        cluster.up(nodes=[], karpenter_options=options)
+        plan, cluster, spec = self.plan, self.cluster, self.spec
+        cluster.up(nodes=[], karpenter_options=karpenter_options(spec, plan.timers))
         cluster.kubectl("create", "namespace", self.namespace)
-        if self.lane == "product":
+        if spec.product:
             cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
             cluster.kubectl(
                 "wait", "--for=condition=Established", "crd/schedulingpolicies.schedpolicy.io"
             )
             cluster.start_operator()
-            cluster.kubectl("apply", "-f", "-", objects=[self.workload.policy])
+            policy = spec.policy_for(self.workload.policy)
+            cluster.kubectl("apply", "-f", "-", objects=[policy])
             self._wait_for_hints()
         self.watcher = Watcher(cluster.server, cluster.ssl_context(), self.namespace)
         self.watcher.start()
         started = time.monotonic()
-        scheduler = SCHEDULER if self.lane == "profile" else None
         startup = plan.timers.replay(plan.timers.startup)
         docs = [
-            deployment(s, self.namespace, plan.initial[s.name], startup, scheduler)
+            deployment(
+                s,
+                self.namespace,
+                plan.initial[s.name],
+                startup,
+                spec.scheduler,
+                spec.gpu_pod_annotations,
+            )
             for s in plan.services
         ]
         cluster.kubectl("create", "-f", "-", objects=docs)
@@ -147,7 +167,8 @@ class LaneRun:
     def _wait_for_hints(self, timeout: float = 90) -> None:
         """The webhook answers only once its view has synced; until then the apiserver fails
         open, and a pod would go unhinted."""
-        probe = deployment(self.plan.services[0], self.namespace, 1, 0, None)["spec"]["template"]
+        gpu = next((s for s in self.plan.services if s.gpus), self.plan.services[0])
+        probe = deployment(gpu, self.namespace, 1, 0, None)["spec"]["template"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -196,7 +217,7 @@ class LaneRun:
         self.watcher.stop()
         seen = self.watcher.seen.shifted(day0)
         logged = list(audit.events(self.cluster.audit_log))
-        product = self.lane == "product"
+        product = self.spec.product
         writes = write_audit(logged, seen, wall0, self.namespace) if product else None
         evictions = [
             Eviction(e.name, (e.at - wall0).total_seconds())
@@ -208,7 +229,7 @@ class LaneRun:
             and e.namespace == self.namespace
             and 200 <= e.code < 300
         ]
-        return Run(self.lane, self.repeat, seen, evictions, self.warmup, late, writes)
+        return Run(self.lane, self.repeat, self.wave, seen, evictions, self.warmup, late, writes)
 
     def _scale(self, name: str, replicas: int) -> None:
         url = (

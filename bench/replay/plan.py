@@ -3,7 +3,8 @@ change after, on the replay's clock. Pure; the same plan drives every lane and r
 
 Time is compressed by `Timers.compression` (at most 30): a trace's second lasts
 1 / compression seconds of replay, and so do the timers that shape what a cluster does with
-the load (HPA's sync and windows, Karpenter's consolidateAfter, a replica's start-up), once
+the load (HPA's sync and windows, Karpenter's consolidateAfter, a node's boot, a replica's
+start-up, and Karpenter's own fixed timers through tools/karpenter/replay-timers.patch), once
 divided by it.
 """
 
@@ -29,6 +30,9 @@ class Timers:
     compression: float = MAX_COMPRESSION
     consolidate_after: float = 300.0  # Karpenter's NodePool disruption.consolidateAfter
     startup: float = 180.0  # a replica's model load: bound to Ready
+    # A launched GPU node's boot, launch to Node registered (a cloud's 1 to 2 minutes);
+    # Karpenter's KWOK provider would otherwise register it at once.
+    node_boot: float = 90.0
     hpa: Behavior = field(default_factory=Behavior)
 
     def replay(self, seconds: float) -> float:
@@ -107,5 +111,8 @@ class Plan:
             "hpa_scale_down_window_s": round(self.timers.replay(self.timers.hpa.down_window), 3),
             "consolidate_after_s": round(self.timers.replay(self.timers.consolidate_after), 3),
             "startup_s": round(self.timers.replay(self.timers.startup), 3),
+            "node_boot_s": round(self.timers.replay(self.timers.node_boot), 3),
+            # Karpenter's own fixed timers run this many times faster (replay-timers.patch).
+            "karpenter_time_scale": self.timers.compression,
             "scale_steps": len(self.steps),
         }

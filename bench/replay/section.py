@@ -1,11 +1,13 @@
-"""The tables every replay benchmark's report section shows: each figure per lane as median
-(min-max), the ratios against Karpenter alone and the profile, scale-up pending per GPU size,
-and the audit of the operator's writes in the product lanes."""
+"""The tables every replay benchmark's report section shows: what each lane ran, each figure
+per lane as median (min-max), the comparisons the benchmark asks for (ratios of medians, and
+whether the ranges are apart), scale-up pending per GPU size, and the audit of the operator's
+writes in the product lanes."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from bench.replay import lane_spec
 from bench.replay.waves import GPUS_FROM_ALLOCATABLE
 
 FIGURE_NAMES = {
@@ -41,28 +43,81 @@ def verdict(c: dict[str, Any]) -> str:
     return f"{ratio:.2f}x" + (" **real**" if c["ranges_apart"] else " (ranges overlap)")
 
 
+def normalised(r: dict[str, Any]) -> dict[str, Any]:
+    """A result in today's shape: results from before the lanes were data keyed their
+    comparisons by lane ("product", "product_vs_profile") and named no lane's settings."""
+    if "lane_specs" in r:
+        return r
+    known, _ = lane_spec.read()
+    old_keys = {"product_vs_profile": "product / profile"}
+    compared = {
+        old_keys.get(k, f"{k} / karpenter-alone"): v for k, v in r.get("compared", {}).items()
+    }
+    specs = {
+        name: {"label": known[name].title, "colour": known[name].colour}
+        for name in r["lanes"]
+        if name in known
+    }
+    return {**r, "compared": compared, "lane_specs": specs, "baseline": "karpenter-alone"}
+
+
+def lanes_list(r: dict[str, Any]) -> list[str]:
+    """What each lane ran, from its spec."""
+    out = []
+    for name, spec in r["lane_specs"].items():
+        parts = []
+        if spec.get("policy") is not None:
+            parts.append(
+                "the operator under the benchmark's policy"
+                + (f" with {spec['policy']}" if spec["policy"] else "")
+            )
+        elif spec.get("scheduler"):
+            parts.append(f"pods naming {spec['scheduler']}")
+        gates = [g for g, on in (spec.get("karpenter_gates") or {}).items() if on]
+        if gates:
+            parts.append("Karpenter's " + ", ".join(gates) + " gate")
+        if spec.get("gpu_consolidation", "WhenEmptyOrUnderutilized") != "WhenEmptyOrUnderutilized":
+            parts.append(f"GPU pool {spec['gpu_consolidation']}")
+        for key, value in (spec.get("gpu_pod_annotations") or {}).items():
+            parts.append(f"GPU pods annotated {key}: {value}")
+        out.append(
+            f"- `{name}` ({spec.get('label', name)}): " + ("; ".join(parts) or "nothing added")
+        )
+    return out
+
+
 def figures_table(r: dict[str, Any]) -> list[str]:
-    lanes, compared = r["lanes"], r["compared"]
+    """Each figure per lane, median (min-max)."""
+    lanes = r["lanes"]
     names = list(lanes)
-    against = [n for n in compared if n != "product_vs_profile"]
-    header = (
-        "| figure (trace clock) | "
-        + " | ".join(names)
-        + "".join(f" | {n} / alone" for n in against)
-        + " | product / profile |"
-    )
-    rows = [header, "|" + "---|" * (header.count("|") - 1)]
-    pp = compared.get("product_vs_profile")
+    rows = [
+        "| figure (trace clock) | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     void = set() if r.get(GPUS_FROM_ALLOCATABLE) else PROVISIONED
     for key, title in FIGURE_NAMES.items():
         if key in void:
             rows.append(f"| {title} | void in this result: GPUs undercounted (see the README) |")
             continue
-        cells = [cell(lanes[n][key]) for n in names]
-        ratios = [verdict(compared[n][key]) for n in against]
-        rows.append(
-            f"| {title} | " + " | ".join([*cells, *ratios, verdict(pp[key]) if pp else "-"]) + " |"
-        )
+        rows.append(f"| {title} | " + " | ".join(cell(lanes[n][key]) for n in names) + " |")
+    return rows
+
+
+COMPARED = ("serving_pods_evicted", "gpu_dollars", "gpu_node_hours", "dollars")
+
+
+def comparisons_table(r: dict[str, Any]) -> list[str]:
+    """Every comparison the benchmark asks for: the ratio of medians, and whether the ranges
+    are apart."""
+    compared = r["compared"]
+    if not compared:
+        return []
+    rows = [
+        "| lane / against | " + " | ".join(FIGURE_NAMES[k] for k in COMPARED) + " |",
+        "|---|" + "---|" * len(COMPARED),
+    ]
+    for pair, c in compared.items():
+        rows.append(f"| {pair} | " + " | ".join(verdict(c[k]) for k in COMPARED) + " |")
     return rows
 
 

@@ -1,9 +1,10 @@
-"""Every lane of a workload, `repeats` times, side by side, and each figure's min, median and
-max per lane.
+"""Every lane of a benchmark, `repeats` times, side by side, and each figure's min, median
+and max per lane.
 
 The runs of a wave share the machine: their clusters start one after another, then their
-plans begin together, so that every lane meets the same contention. A difference between
-two lanes counts only where their ranges do not overlap.
+plans begin together, so that every lane meets the same contention. With `parallel` equal to
+the number of lanes, a wave is one run of every lane. A difference between two lanes counts
+only where their ranges do not overlap.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 from bench.lanes import compare, spread
 from bench.replay import measure
-from bench.replay.lane import LANES, LaneRun, Run, Workload
+from bench.replay.lane import LaneRun, Run, Workload
+from bench.replay.lane_spec import Benchmark, LaneSpec
+from bench.replay.plan import Plan
 from localcluster.karpenter import Catalog
 
 GPUS_FROM_ALLOCATABLE = "gpus_from_allocatable"
@@ -35,9 +38,13 @@ FIGURES = (
 )
 
 
-def run_wave(workload: Workload, runs: Sequence[tuple[str, int]], workdir: Path) -> list[Run]:
+def run_wave(
+    workload: Workload, runs: Sequence[tuple[LaneSpec, int]], wave: int, workdir: Path
+) -> list[Run]:
     tag = workload.namespace
-    lanes = [LaneRun(lane, r, workload, workdir / f"{tag}-{lane}-{r}") for lane, r in runs]
+    lanes = [
+        LaneRun(lane, r, wave, workload, workdir / f"{tag}-{lane.name}-{r}") for lane, r in runs
+    ]
     results: list[Run | None] = [None] * len(lanes)
     failures: list[str] = []
     go = threading.Event()
@@ -91,47 +98,80 @@ def _lane_summary(mine: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarise(
-    runs: Sequence[Run], figures: dict[tuple[str, int], dict[str, Any]]
+    runs: Sequence[Run], figures: dict[tuple[str, int], dict[str, Any]], bench: Benchmark
 ) -> dict[str, Any]:
+    """Each lane's spreads, and every comparison the benchmark asks for, keyed
+    "lane / against"."""
     lanes: dict[str, Any] = {}
-    for lane in LANES:
-        mine = [figures[(r.lane, r.repeat)] for r in runs if r.lane == lane]
+    for spec in bench.lanes:
+        mine = [figures[(r.lane, r.repeat)] for r in runs if r.lane == spec.name]
         if mine:
-            lanes[lane] = _lane_summary(mine)
-    compared: dict[str, Any] = {}
-    alone = lanes.get("karpenter-alone")
-    for lane, summary in lanes.items():
-        if lane != "karpenter-alone" and alone is not None:
-            compared[lane] = compare(summary, alone, FIGURES)
-    if "product" in lanes and "profile" in lanes:
-        compared["product_vs_profile"] = compare(lanes["product"], lanes["profile"], FIGURES)
+            lanes[spec.name] = _lane_summary(mine)
+    compared = {
+        f"{a} / {b}": compare(lanes[a], lanes[b], FIGURES)
+        for a, b in bench.comparisons()
+        if a in lanes and b in lanes
+    }
     return {"lanes": lanes, "compared": compared}
 
 
+def serving_evictions(run: Run, plan: Plan) -> list[float]:
+    """When Karpenter evicted each serving (GPU) pod, in trace hours, in order."""
+    serving = {s.name for s in plan.services if s.gpus}
+    by_name = {p.name: p for p in run.seen.pods.values()}
+    return sorted(
+        round(plan.trace_seconds(e.at) / 3600, 4)
+        for e in run.evictions
+        if 0 <= e.at <= plan.duration and e.pod in by_name and by_name[e.pod].service in serving
+    )
+
+
 def run_lanes(
-    workload: Workload, repeats: int, parallel: int, workdir: Path, catalog: Catalog
+    workload: Workload,
+    bench: Benchmark,
+    repeats: int,
+    parallel: int,
+    workdir: Path,
+    catalog: Catalog,
 ) -> dict[str, Any]:
-    """Every lane `repeats` times, `parallel` runs at once; the summary and every run."""
-    wanted = [(lane, r) for r in range(repeats) for lane in LANES]
+    """Every lane of `bench` `repeats` times, `parallel` runs at once; the summary and every
+    run."""
+    wanted = [(lane, r) for r in range(repeats) for lane in bench.lanes]
     runs: list[Run] = []
-    for i in range(0, len(wanted), parallel):
-        runs += run_wave(workload, wanted[i : i + parallel], workdir)
+    for wave, i in enumerate(range(0, len(wanted), parallel)):
+        runs += run_wave(workload, wanted[i : i + parallel], wave, workdir)
     plan = workload.plan
     figures = {
         (r.lane, r.repeat): measure.lane_figures(r.seen, r.evictions, plan, catalog) for r in runs
     }
     return {
         "repeats": repeats,
+        "parallel": parallel,
+        "lane_specs": {
+            spec.name: {
+                "label": spec.title,
+                "colour": spec.colour,
+                "scheduler": spec.scheduler,
+                "policy": spec.policy,
+                "karpenter_gates": dict(spec.karpenter_gates),
+                "gpu_consolidation": spec.gpu_consolidation,
+                "gpu_pod_annotations": dict(spec.gpu_pod_annotations),
+            }
+            for spec in bench.lanes
+        },
+        "baseline": bench.baseline,
         "offline_bound": measure.offline_bound(plan, catalog),
         "gpu_hours_needed": round(measure.needed_gpu_hours(plan), 1),
         # Results without this flag counted a node's GPUs from its capacity alone, which
         # Karpenter's KWOK provider sets to the launching pods' requests.
         GPUS_FROM_ALLOCATABLE: True,
-        **summarise(runs, figures),
+        **summarise(runs, figures, bench),
         "runs": [
             {
                 "lane": r.lane,
                 "repeat": r.repeat,
+                "wave": r.wave,
+                "serving_evictions_h": serving_evictions(r, plan),
                 "warmup_s": round(r.warmup_seconds, 1),
                 "late_steps": r.late_steps,
                 "operator_writes": r.writes,
@@ -141,41 +181,3 @@ def run_lanes(
             for r in runs
         ],
     }
-
-
-def draw(result: dict[str, Any], workload: Workload, title: str, path: Path) -> None:
-    """Serving pods and GPU nodes over time per run, against the replicas asked for, and
-    the dollars spent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plan = workload.plan
-    fig, (pods, nodes, cost) = plt.subplots(1, 3, figsize=(15, 4))
-    colours = dict(zip(LANES, ("tab:gray", "tab:blue", "tab:green"), strict=True))
-    shown: set[str] = set()
-    for run in result["runs"]:
-        s = run["series"]
-        label = run["lane"] if run["lane"] not in shown else None
-        shown.add(run["lane"])
-        colour = colours[run["lane"]]
-        pods.plot(s["t_hours"], s["serving_pods"], color=colour, linewidth=0.8, label=label)
-        nodes.plot(s["t_hours"], s["gpu_nodes"], color=colour, linewidth=0.8, label=label)
-        cost.plot(s["t_hours"], s["dollars"], color=colour, linewidth=0.8, label=label)
-    wanted = plan.gpus_over_time()
-    pods.step(
-        [plan.trace_seconds(t) / 3600 for t, _ in wanted],
-        [sum(d.values()) for _, d in wanted],
-        where="post", color="black", linewidth=0.6, label="replicas asked (GPU services)",
-    )  # fmt: skip
-    pods.set_title("serving pods bound")
-    nodes.set_title("GPU nodes")
-    cost.set_title("dollars spent (trace clock)")
-    for ax in (pods, nodes, cost):
-        ax.set_xlabel("trace hour")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{title}, {result['repeats']} repeat(s) per lane")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.datasets import shared_data
+from bench.datasets import MissingSource, require_source, shared_data
 from bench.replay.plan import Shape
 
 TRACE_ENV = "SCHEDPOLICY_SERVEGEN_TRACE"
@@ -108,6 +108,12 @@ def read_rates(path: Path = DEFAULT_TRACE, day: int = 0) -> dict[str, Rates]:
     fewer days (mm-image and deepseek-r1 have one) repeats its last day."""
     if not path.exists():
         raise LoadError(f"{path}: missing (ServeGen's rates, see its SOURCE.md)")
+    try:
+        require_source(path)
+    except MissingSource as err:
+        raise LoadError(str(err)) from None
+    if day < 0:
+        raise LoadError(f"{path}: day: {day} is negative")
     buckets: dict[str, dict[int, float]] = {}
     with path.open(newline="") as f:
         rows = csv.DictReader(f)
@@ -124,12 +130,18 @@ def read_rates(path: Path = DEFAULT_TRACE, day: int = 0) -> dict[str, Rates]:
                 raise _fail(path, line, "bucket_start_s", f"{service} at {start} is listed twice")
             buckets[service][start // BUCKET_SECONDS] = rate
     per_day = DAY_SECONDS // BUCKET_SECONDS
+    days = {service: (max(b) + 1) // per_day for service, b in buckets.items()}
+    for service, by_index in buckets.items():
+        if days[service] == 0 or len(by_index) < days[service] * per_day:
+            raise LoadError(f"{path}: {service} does not cover a whole day of 10-minute buckets")
+    longest = max(days.values(), default=0)
+    if day >= longest:
+        raise LoadError(
+            f"{path}: day: {day} is beyond the trace's {longest} day(s) (0 to {longest - 1})"
+        )
     rates: dict[str, Rates] = {}
     for service, by_index in buckets.items():
-        days = (max(by_index) + 1) // per_day
-        if days == 0 or len(by_index) < days * per_day:
-            raise LoadError(f"{path}: {service} does not cover a whole day of 10-minute buckets")
-        first = min(day, days - 1) * per_day
+        first = min(day, days[service] - 1) * per_day
         rates[service] = Rates(service, tuple(by_index[first + i] for i in range(per_day)))
     return rates
 

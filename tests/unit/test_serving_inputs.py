@@ -19,8 +19,10 @@ def day(service: str, rate: float = 10.0) -> str:
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
+    """A file, with the SOURCE.md a trace is read only beside."""
     path = tmp_path / name
     path.write_text(text)
+    (tmp_path / "SOURCE.md").write_text("# where t.csv came from\n")
     return path
 
 
@@ -38,6 +40,25 @@ def test_a_model_with_one_day_repeats_it_for_a_later_day(tmp_path: Path) -> None
     rates = load.read_rates(write(tmp_path, "t.csv", HEADER + two + day("b", 3)), day=1)
     assert rates["a"].per_bucket[0] == 1.0
     assert rates["b"].per_bucket[0] == 3.0
+
+
+def test_a_trace_without_its_source_is_refused_naming_the_missing_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "t.csv", HEADER + day("a"))
+    (tmp_path / "SOURCE.md").unlink()
+    with pytest.raises(load.LoadError, match=f"{tmp_path}/SOURCE.md: missing: t.csv is read only"):
+        load.read_rates(path)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "message"),
+    [(2, "day: 2 is beyond the trace's 2 day"), (-1, "day: -1 is negative")],
+)
+def test_a_day_the_trace_does_not_hold_is_refused(
+    tmp_path: Path, wanted: int, message: str
+) -> None:
+    two = "".join(f"a,{i * 600},1,1,1,1\n" for i in range(288))
+    with pytest.raises(load.LoadError, match=message):
+        load.read_rates(write(tmp_path, "t.csv", HEADER + two + day("b")), day=wanted)
 
 
 @pytest.mark.parametrize(
