@@ -3,14 +3,14 @@
 Three questions, asked by the e2e aftermath and by B7's whole-run audit under Karpenter:
 - `unowned_writes`: did any accepted write touch something the operator does not own?
 - `changed_hands`: did a deletion cost pass from one writer to another and back?
-- `writes_to_gone`: how many writes went to a pod or node that was already gone, and did any
-  of them change anything?
+- `writes_to_gone`: how many writes reached a pod or node after its deletion began, or after
+  it was removed, judged on the apiserver's own clock; did any of them change anything?
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -169,46 +169,182 @@ def _keys_set(request: Any, pointers: Mapping[str, str]) -> set[str]:
     return set()
 
 
+# ---- writes on objects being deleted, or removed ------------------------------------------
+#
+# Judged on one clock, the apiserver's: when a request was received and when its answer was
+# complete, as the audit log stamps them. An object's deletion has two instants there:
+# - deleting: the first accepted deletion request (a DELETE, or a pod's eviction) has
+#   completed, so the object carries a deletionTimestamp (or is already removed);
+# - removed: the request that removed it has completed. No audit level below
+#   RequestResponse says which request that was, but once an object is removed nothing more
+#   on it can be accepted, so it is the last accepted request that can remove it: a DELETE,
+#   an eviction or, once deletion began, another client's write of the object itself (how a
+#   last finalizer goes). Whether the object was removed at all is for the caller to say
+#   (`removed`, by UID, as a watch saw it): the log cannot tell a pod removed by its DELETE
+#   from one still terminating when the run ended.
+# A write counts as after an instant when the apiserver received it after that instant's
+# request had completed; a write that overlapped it may have landed on either side, and
+# counts as before. Writes are keyed by the UID they test; a name reused by a later pod is
+# another life, and each deletion request goes to the life of the latest UID the operator
+# had written under that name when it was received (the first life, before any write).
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One object's deletion, as the audit log recorded it (None: it did not happen)."""
+
+    deleting: datetime | None = None
+    removed: datetime | None = None
+
+
 @dataclass
 class GoneWrites:
-    """The operator's writes to pods and nodes, and those that arrived after the object was
-    gone. A JSON Patch's `test` of the UID fails with 422, a merge patch's `metadata.uid`
-    with 409; an object that is no more answers 404."""
+    """The operator's patches of pods and nodes against their objects' deletion. A JSON
+    Patch's `test` of the UID fails with 422, a merge patch's `metadata.uid` with 409; an
+    object that is no more answers 404."""
 
     attempts: int = 0  # every patch of a pod or node
     refused_not_found: int = 0  # the apiserver had no such object (404)
     refused_guard: int = 0  # the UID or resourceVersion guard failed (409, 422)
-    succeeded_after_gone: int = 0  # accepted although a watch had seen the object go
+    # Accepted although received after the request that removed the object had completed: a
+    # write that landed on another object of the same name. Must be 0.
+    succeeded_after_gone: int = 0
+    # Accepted on an object already carrying a deletionTimestamp and not yet removed.
+    accepted_while_deleting: int = 0
+    # Of those, writes that changed anything the operator does not own. Must be 0.
+    deleting_beyond_owned: int = 0
+    # Objects written to that the watch saw removed with no removing request in the log.
+    removal_not_logged: int = 0
     examples: list[str] = field(default_factory=list)
 
     @property
     def to_gone(self) -> int:
-        """Writes that reached a gone object: refused by the apiserver, or (never, if the
+        """Writes that reached a removed object: refused by the apiserver, or (never, if the
         guards hold) accepted by it."""
         return self.refused_not_found + self.succeeded_after_gone
 
+    def note(self, e: AuditEvent, what: str) -> None:
+        if len(self.examples) < 8:
+            self.examples.append(
+                f"{e.at.isoformat()} {e.code} {e.resource} {e.namespace}/{e.name} {what}"
+            )
+
+
+def written_uid(e: AuditEvent) -> str:
+    """The UID a write was guarded by (a JSON Patch's `test /metadata/uid`, a merge patch's
+    `metadata.uid`); "" without one."""
+    if isinstance(e.request, list):
+        tests = [
+            op.get("value")
+            for op in e.request
+            if isinstance(op, dict) and op.get("op") == "test" and op.get("path") == "/metadata/uid"
+        ]
+        return str(tests[0]) if tests else ""
+    if isinstance(e.request, dict):
+        return str((e.request.get("metadata") or {}).get("uid") or "")
+    return ""
+
+
+def _deletes(e: AuditEvent) -> bool:
+    """A request that sets an object's deletionTimestamp, or removes it at once."""
+    return (e.verb == "delete" and not e.subresource) or (
+        e.resource == "pods" and e.subresource == "eviction" and e.verb == "create"
+    )
+
+
+def _received(e: AuditEvent) -> datetime:
+    return e.received or e.at
+
+
+def _key(e: AuditEvent) -> tuple[str, str]:
+    return e.resource, f"{e.namespace}/{e.name}"
+
+
+def _lives(writes: Iterable[AuditEvent]) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
+    """Per written name, (first write received, UID) of each pod or node that held it."""
+    first: dict[tuple[tuple[str, str], str], datetime] = {}
+    for e in writes:
+        uid = written_uid(e)
+        if uid and ((_key(e), uid) not in first or _received(e) < first[(_key(e), uid)]):
+            first[(_key(e), uid)] = _received(e)
+    lives: dict[tuple[str, str], list[tuple[datetime, str]]] = defaultdict(list)
+    for (key, uid), at in sorted(first.items(), key=lambda item: item[1]):
+        lives[key].append((at, uid))
+    return lives
+
+
+def _life(lives: Sequence[tuple[datetime, str]], e: AuditEvent) -> str:
+    """The UID that held the name when `e` was received (its own, for a guarded write)."""
+    held = [uid for at, uid in lives if at <= _received(e)]
+    return written_uid(e) or (held[-1] if held else lives[0][1])
+
+
+def endings(
+    events: Iterable[AuditEvent],
+    writes: Sequence[AuditEvent],
+    removed: Collection[str] | None,
+    user: str = OPERATOR_USER,
+) -> dict[str, Ending]:
+    """Per UID that `writes` tested, its deletion as the log recorded it; `removed`: the UIDs
+    that were removed during the run (None: every object whose deletion began)."""
+    lives = _lives(writes)
+    requests: dict[str, list[AuditEvent]] = defaultdict(list)
+    for e in events:
+        if (
+            _key(e) in lives
+            and 200 <= e.code < 300
+            and e.user != user
+            and (_deletes(e) or (e.verb in ("update", "patch") and not e.subresource))
+        ):
+            requests[_life(lives[_key(e)], e)].append(e)
+    out: dict[str, Ending] = {}
+    for uid, found in requests.items():
+        deletions = [e.at for e in found if _deletes(e)]
+        if not deletions:
+            continue
+        deleting = min(deletions)
+        last = max(e.at for e in found if e.at >= deleting)
+        gone = removed is None or uid in removed
+        out[uid] = Ending(deleting, last if gone else None)
+    return out
+
 
 def writes_to_gone(
-    attempts: Iterable[AuditEvent], gone: Mapping[tuple[str, str], datetime]
+    events: Iterable[AuditEvent],
+    removed: Collection[str] | None = None,
+    user: str = OPERATOR_USER,
 ) -> GoneWrites:
-    """`gone`: (resource, namespace/name) -> when a watch saw the object deleted. A write
-    counts as after it when the apiserver received it later: the audit log stamps an answer
-    when it is complete, which may be after a deletion that followed the write."""
-    out = GoneWrites()
-    for e in attempts:
-        if e.resource not in ("pods", "nodes") or e.verb != "patch":
-            continue
-        out.attempts += 1
-        ended = gone.get((e.resource, f"{e.namespace}/{e.name}"))
+    """The operator's patches of pods and nodes in `events` (the whole log: other clients'
+    deletions are read too), judged against the deletion of the object whose UID each
+    tests. `removed`: the UIDs a watch saw removed; only which, never when."""
+    log = list(events)
+    writes = [
+        e
+        for e in operator_attempts(log, user)
+        if e.resource in ("pods", "nodes") and e.verb == "patch"
+    ]
+    ends = endings(log, writes, removed, user)
+    out = GoneWrites(attempts=len(writes))
+    out.removal_not_logged = sum(
+        1
+        for uid in {written_uid(e) for e in writes} - set(ends)
+        if uid and removed is not None and uid in removed
+    )
+    for e in writes:
+        end = ends.get(written_uid(e), Ending())
         if e.code == 404:
             out.refused_not_found += 1
+            out.note(e, "refused: not found")
         elif e.code in (409, 422):
             out.refused_guard += 1
+        elif not 200 <= e.code < 300:
             continue
-        elif 200 <= e.code < 300 and ended is not None and ended < (e.received or e.at):
+        elif end.removed is not None and _received(e) > end.removed:
             out.succeeded_after_gone += 1
-        else:
-            continue
-        if len(out.examples) < 5:
-            out.examples.append(f"{e.at.isoformat()} {e.code} {e.resource} {e.namespace}/{e.name}")
+            out.note(e, f"ACCEPTED after its removal at {end.removed.isoformat()}")
+        elif end.deleting is not None and _received(e) > end.deleting:
+            out.accepted_while_deleting += 1
+            if _body(e, ""):
+                out.deleting_beyond_owned += 1
+            out.note(e, f"accepted while deleting (since {end.deleting.isoformat()})")
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 
 from bench.replay.observe import NodeSeen, PodSeen, Seen
@@ -255,29 +255,26 @@ def pods_seen(seen: Seen) -> dict[str, object]:
 
 
 def write_audit(
-    events: Sequence[AuditEvent], seen: Seen, day0: datetime, namespace: str
+    events: Sequence[AuditEvent], seen: Seen, day0: datetime | None, namespace: str
 ) -> dict[str, object]:
     """The whole run's audit of the operator's writes while Karpenter removed nodes: writes
-    to pods and nodes already gone (`seen`'s times are seconds from `day0`), writes outside
-    what it owns, and deletion costs that changed hands more than once."""
-    gone = {
-        ("pods", f"{namespace}/{p.name}"): day0 + timedelta(seconds=p.gone)
-        for p in seen.pods.values()
-        if p.gone is not None
-    }
-    gone |= {
-        ("nodes", f"/{n.name}"): day0 + timedelta(seconds=n.gone)
-        for n in seen.nodes.values()
-        if n.gone is not None
-    }
+    to pods and nodes whose deletion had begun or that were already removed, writes outside
+    what it owns, and deletion costs that changed hands more than once.
+
+    Judged on the apiserver's clock alone (write_checks.writes_to_gone): the watches say
+    which objects were removed, by UID, but not when, so no watcher time (nor `day0`, which
+    is not used) enters the judgement."""
+    removed = {uid for uid, p in seen.pods.items() if p.gone is not None}
+    removed |= {uid for uid, n in seen.nodes.items() if n.gone is not None}
     attempts = write_checks.operator_attempts(events)
-    to_gone = write_checks.writes_to_gone(attempts, gone)
+    to_gone = write_checks.writes_to_gone(events, removed)
     unowned = write_checks.unowned_writes(attempts, RELEASE_NAMESPACE)
     hands = write_checks.changed_hands(events, [namespace])
     return {
         "writes": len(attempts),
         **asdict(to_gone),
         "to_gone": to_gone.to_gone,
+        "gone_clock": "apiserver",
         "unowned": len(unowned),
         "unowned_examples": unowned[:5],
         "changed_hands_twice": len(hands),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from bench.replay import measure
 from bench.replay.observe import NodeSeen, PodSeen, Seen, node_gpus
 from bench.replay.plan import Plan, Shape, Step, Timers
+from localcluster.audit import OPERATOR_USER, AuditEvent
 from localcluster.karpenter import GPU, load_catalog
 
 CATALOG = load_catalog()
@@ -145,3 +147,34 @@ def test_a_nodes_gpus_are_what_its_type_holds_not_what_launched_it(
     status: dict[str, dict[str, str]], gpus: int
 ) -> None:
     assert node_gpus({"metadata": {"name": "n"}, "status": status}) == gpus
+
+
+WALL0 = datetime(2026, 12, 6, tzinfo=UTC)
+
+
+def logged(verb: str, user: str, at: float, code: int = 200, uid: str = "u1") -> AuditEvent:
+    cost = "/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost"
+    body = [{"op": "test", "path": "/metadata/uid", "value": uid}, {"op": "add", "path": cost}]
+    when = WALL0 + timedelta(seconds=at)
+    request = body if user == OPERATOR_USER else None
+    return AuditEvent(user, "x/1", verb, "pods", "", "ns", "lm-1", code, when, request, "", when)
+
+
+@pytest.mark.parametrize("skew", [0.0, -0.5, 0.5, -3600.0, 3600.0])
+def test_the_write_audit_does_not_read_the_watchers_clock(skew: float) -> None:
+    """The ReplicaSet controller removes lm-1 (grace 0, as B7's pods have) at 10 s on the
+    apiserver's clock; the operator's patch received 3 ms before is accepted, the one 5 ms
+    after refused. The watch, however late or early its clock, only says lm-1 went."""
+    log = [
+        logged("patch", OPERATOR_USER, 9.997),
+        logged("delete", "system:serviceaccount:kube-system:replicaset-controller", 10.0),
+        logged("patch", OPERATOR_USER, 10.005, 404),
+    ]
+    seen = Seen(pods={"u1": PodSeen("lm-1", "lm", 0, "n1", 0.5, 1, gone=10.0 + skew)})
+    found = measure.write_audit(log, seen, WALL0, "ns")
+    assert {k: found[k] for k in ("writes", "attempts", "refused_not_found")} == {
+        "writes": 2, "attempts": 2, "refused_not_found": 1,
+    }  # fmt: skip
+    assert found["succeeded_after_gone"] == found["accepted_while_deleting"] == 0
+    assert found["to_gone"] == 1
+    assert found["gone_clock"] == "apiserver"

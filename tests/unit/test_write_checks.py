@@ -9,6 +9,7 @@ import pytest
 
 from localcluster.audit import OPERATOR_USER, AuditEvent
 from localcluster.write_checks import (
+    GoneWrites,
     changed_hands,
     operator_attempts,
     unowned_writes,
@@ -33,10 +34,13 @@ def event(
     subresource: str = "",
     namespace: str = "ns",
     agent: str = "schedpolicy/0",
+    received: float | None = None,
 ) -> AuditEvent:
+    """`at`: when the answer was complete; `received`: when the request came (default `at`)."""
     return AuditEvent(
         user, agent, verb, resource, subresource, namespace, name, code,
         T0 + timedelta(seconds=at), request,
+        received=T0 + timedelta(seconds=at if received is None else received),
     )  # fmt: skip
 
 
@@ -107,17 +111,119 @@ def test_a_cost_that_changes_hands_twice_is_named() -> None:
     assert changed_hands(log, ["elsewhere"]) == {}
 
 
-def test_writes_to_gone_objects() -> None:
-    gone = {("pods", "ns/p"): T0 + timedelta(seconds=10)}
-    log = [
-        event(code=200, at=5),  # before it went
-        event(code=404, at=12),  # refused: no such pod
-        event(code=422, at=3, request=[UID]),  # a stale guard, not a gone pod
-        event(code=200, at=11),  # accepted after the watch saw it go: must never happen
-        event("nodes", {}, code=409, name="n", namespace=""),
-        event("events", {}, verb="create", code=201),
+# ---- writes against deletion, on the apiserver's clock alone -------------------------------
+# A pod `p` (UID u) of a ReplicaSet, as B7 deletes them: the ReplicaSet controller's DELETE
+# completes at 10 s (it sets the deletionTimestamp: a grace period), KWOK's own DELETE with
+# grace 0 removes it at 12 s. The operator's cost patches test the UID.
+
+
+def cost(uid: str = "u", value: str = "100") -> list[dict[str, str]]:
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "add", "path": COST, "value": value},
     ]
-    found = writes_to_gone(operator_attempts(log), gone)
-    assert (found.attempts, found.refused_not_found, found.refused_guard) == (5, 1, 2)
-    assert found.succeeded_after_gone == 1
-    assert found.to_gone == 2
+
+
+def rs_delete(at: float = 10, name: str = "p") -> AuditEvent:
+    return event(
+        verb="delete", user=RS_CONTROLLER, agent="kube-controller-manager", at=at, name=name
+    )
+
+
+def kwok_delete(at: float = 12, name: str = "p") -> AuditEvent:
+    return event(verb="delete", user="kwok", agent="kwok", at=at, name=name)
+
+
+def evict(at: float = 10) -> AuditEvent:
+    return event(
+        verb="create", subresource="eviction", user="karpenter", agent="karpenter", code=201, at=at
+    )
+
+
+def write(
+    at: float, code: int = 200, uid: str = "u", received: float | None = None, **kw: Any
+) -> AuditEvent:
+    return event(request=kw.pop("request", cost(uid)), code=code, at=at, received=received, **kw)
+
+
+RS_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+LABEL = [UID, {"op": "add", "path": "/metadata/labels/x", "value": "1"}]
+NODE_LABEL = {"metadata": {"uid": "n1", "labels": {"schedpolicy.io/gpu-model": "A10G"}}}
+UNFINALIZE = {"metadata": {"finalizers": None}}
+DELETED = [rs_delete(), kwok_delete()]
+
+# (what, the log, the UIDs a watch saw removed, the counts that are not 0)
+CASES: list[tuple[str, list[AuditEvent], set[str] | None, dict[str, int]]] = [
+    ("before the deletionTimestamp", [write(5), *DELETED], {"u"}, {}),
+    ("after the deletionTimestamp, before removal", [*DELETED, write(11)], {"u"},
+     {"accepted_while_deleting": 1}),
+    ("terminating, and the write adds a label too", [*DELETED, write(11, request=LABEL)], {"u"},
+     {"accepted_while_deleting": 1, "deleting_beyond_owned": 1}),
+    ("after removal: not found", [*DELETED, write(13, 404)], {"u"}, {"refused_not_found": 1}),
+    ("after removal: the name is another pod's", [*DELETED, write(13, 422)], {"u"},
+     {"refused_guard": 1}),
+    ("after removal, accepted: a real late write", [*DELETED, write(13)], {"u"},
+     {"succeeded_after_gone": 1}),
+    # Received before KWOK's DELETE completed: it may have landed first, as it did.
+    ("overlapping the removal", [*DELETED, write(12.2, received=11.9)], {"u"},
+     {"accepted_while_deleting": 1}),
+    ("answered after the deletion, received before it", [*DELETED, write(10.5, received=9.5)],
+     {"u"}, {}),
+    # TGPS 0, as B7's pods: Karpenter's eviction removes the pod at once.
+    ("evicted: accepted after it", [evict(), write(10.5)], {"u"}, {"succeeded_after_gone": 1}),
+    ("evicted: refused after it", [evict(), write(10.5, 404)], {"u"}, {"refused_not_found": 1}),
+    # The watch never saw it removed: terminating when the run ended.
+    ("deleted, never removed", [rs_delete(), write(11), write(40)], set(),
+     {"accepted_while_deleting": 2}),
+    ("removed without a request the log holds", [write(5)], {"u"}, {"removal_not_logged": 1}),
+    # Without the watch's word, every object whose deletion began counts as removed by its
+    # last removing request.
+    ("no watch", [*DELETED, write(11), write(13)], None,
+     {"accepted_while_deleting": 1, "succeeded_after_gone": 1}),
+    # The name comes back on a new pod (u2): its writes are judged by its own life.
+    ("a reused name", [write(5), *DELETED, write(20, uid="u2"), write(21, 422),
+                       rs_delete(30), kwok_delete(30.1), write(31, 404, uid="u2")], {"u", "u2"},
+     {"refused_guard": 1, "refused_not_found": 1}),
+    # A node: Karpenter's DELETE leaves its finalizer on; its patch that drops it removes it.
+    ("a node while Karpenter drains it",
+     [event("nodes", NODE_LABEL, name="n", namespace="", at=5),
+      event("nodes", None, verb="delete", user="karpenter", name="n", namespace="", at=10),
+      event("nodes", NODE_LABEL, name="n", namespace="", at=15),
+      event("nodes", UNFINALIZE, user="karpenter", name="n", namespace="", at=20),
+      event("nodes", NODE_LABEL, code=404, name="n", namespace="", at=21)],
+     {"n1"}, {"accepted_while_deleting": 1, "refused_not_found": 1}),
+    # Other objects, other calls: not judged.
+    ("not a patch of a pod or node", [*DELETED, event("events", {}, verb="create", at=13)],
+     {"u"}, {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("log", "removed", "counts"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_writes_against_the_deletion_the_apiserver_recorded(
+    log: list[AuditEvent], removed: set[str] | None, counts: dict[str, int]
+) -> None:
+    found = writes_to_gone(log, removed)
+    figures = {k: v for k, v in vars(found).items() if isinstance(v, int) and k != "attempts"}
+    assert {k: v for k, v in figures.items() if v} == counts
+    assert found.attempts == sum(1 for e in log if e.user == OPERATOR_USER and e.verb == "patch")
+    assert found.to_gone == counts.get("refused_not_found", 0) + counts.get(
+        "succeeded_after_gone", 0
+    )
+
+
+def test_a_late_write_is_named_with_its_removal() -> None:
+    found = writes_to_gone([*DELETED, write(13)], {"u"})
+    assert found.examples == [
+        f"{(T0 + timedelta(seconds=13)).isoformat()} 200 pods ns/p ACCEPTED after its removal"
+        f" at {(T0 + timedelta(seconds=12)).isoformat()}"
+    ]
+
+
+def test_the_figures_are_the_dataclass_fields() -> None:
+    # write_audit spreads them into B7's results; the report reads them by these names.
+    assert set(vars(GoneWrites())) == {
+        "attempts", "refused_not_found", "refused_guard", "succeeded_after_gone",
+        "accepted_while_deleting", "deleting_beyond_owned", "removal_not_logged", "examples",
+    }  # fmt: skip
