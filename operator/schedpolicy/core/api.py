@@ -73,15 +73,17 @@ class SchedulingPolicySpec(Model):
         return self
 
 
-ConditionType = Literal["Ready", "Conflicting", "Degraded", "Compiled", "Provisionable"]
+ConditionType = Literal["Ready", "Conflicting", "Degraded", "Compiled", "Provisionable", "Yielding"]
 
 
 class Condition(Model):
     type: ConditionType = Field(
         description="Ready, Conflicting, Degraded, Compiled (placement policies: whether"
         " a MutatingAdmissionPolicy in the apiserver serves the hints, rather than the webhook),"
-        " or Provisionable (placement.gpu: whether a labelled node or an instance type a node"
-        " autoscaler can launch holds the GPUs asked for)."
+        " Provisionable (placement.gpu: whether a labelled node or an instance type a node"
+        " autoscaler can launch holds the GPUs asked for), or Yielding (deletionCost: the"
+        " pod-deletion-cost this policy leaves to another writer by design, such as"
+        " Karpenter's PodDeletionCostManagement gate on the pods of its nodes)."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: Annotated[str, Field(max_length=1024)] = Field(

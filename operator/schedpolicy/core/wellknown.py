@@ -33,6 +33,9 @@ KARPENTER_CAPACITY_LABEL = "karpenter.sh/capacity-type"
 EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
 # Every node Karpenter launches carries its NodePool's name.
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# The field manager the apiserver records for Karpenter's own patches: its client's user agent
+# is "karpenter/<version>" on every cloud provider (sigs.k8s.io/karpenter pkg/operator).
+KARPENTER_FIELD_MANAGER = "karpenter"
 # Taints a node autoscaler puts on a node it is about to drain and remove: Karpenter's
 # (key karpenter.sh/disruption, value disrupting) and the cluster autoscaler's.
 DRAIN_TAINTS = frozenset({"karpenter.sh/disruption", "ToBeDeletedByClusterAutoscaler"})

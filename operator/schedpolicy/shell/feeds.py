@@ -42,6 +42,10 @@ class PodFeed:
     def upsert(self, obj: wire.Pod) -> None:
         before = self.view.pods.get(obj.metadata.uid)
         pod, affected = self.view.upsert_pod(obj)
+        gate = self.reconciler.costs.watch_gate(pod, before)
+        if gate:  # the first sign of Karpenter's deletion-cost gate: the status says it
+            affected.merge(gate)
+            self.reconciler.status_changed()
         if self.reconciler.pod_seen(pod, before):
             affected.pods.discard(pod.uid)
         if affected:  # our own echo touches nothing: no reconcile pass to wake

@@ -260,7 +260,7 @@ class Kube:
         namespace: str,
         name: str,
         uid: str,
-        value: str,
+        value: str | None,
         *,
         has_annotations: bool,
         resource_version: str | None = None,

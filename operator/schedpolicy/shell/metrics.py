@@ -23,7 +23,8 @@ COST_WRITES = Counter(
 COST_SKIPPED = Counter(
     "schedpolicy_cost_skipped_total",
     "Cost writes not made, by reason: foreign-cost (set by someone else, no takeOver),"
-    " rate-limited, held-<sample problem>.",
+    " rate-limited, held-<sample problem>, karpenter-gate (a pod of a Karpenter node, whose"
+    " pod-deletion-cost is left to Karpenter's PodDeletionCostManagement gate).",
     ["reason"],
 )
 SAMPLES_REJECTED = Counter(
@@ -78,7 +79,7 @@ def zero_controller_series() -> None:
     """At the controller's start only: the webhook process imports this module too, and
     should not export the controller's counters."""
     with_zeros(COST_WRITES, "result", ("ok", "removed", "conflict", "not-found", "error"))
-    with_zeros(COST_SKIPPED, "reason", ("foreign-cost", "rate-limited"))
+    with_zeros(COST_SKIPPED, "reason", ("foreign-cost", "rate-limited", "karpenter-gate"))
     with_zeros(SAMPLES_REJECTED, "reason", get_args(RejectReason))
     with_zeros(NODE_LABEL_WRITES, "result", ("ok", "conflict", "not-found", "error"))
     set_leader(False)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from schedpolicy.core.deletion_cost import costs, write_gate
+from schedpolicy.core.deletion_cost import costs, karpenter_gate, write_gate
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import heap, metrics
 from schedpolicy.shell.clock import Clock
@@ -40,7 +40,7 @@ from schedpolicy.view.records import only_cost_changed
 log = logging.getLogger("schedpolicy.reconciler")
 
 # Reasons for not writing that are worth counting (the rest are the normal steady state).
-_COUNTED_SKIPS = ("foreign-cost", "rate-limited")
+_COUNTED_SKIPS = ("foreign-cost", "rate-limited", karpenter_gate.PLAN_REASON)
 # How often at most the pods waiting on a policy's scheduler are looked over.
 PENDING_CHECK_SECONDS = 1.0
 # Planning a whole cluster takes a while; the webhook and the watch streams get the loop

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
@@ -108,6 +109,7 @@ class ClusterView:
         self._instance_types: frozenset[str] | None = None
         self._zone_cache: dict[str, ZoneCounts] = {}
         self.devices = DeviceIndex()
+        self.karpenter_gate = karpenter_gate.Memory()  # Karpenter's gate, once seen at work
 
     # -- policies
 
@@ -158,6 +160,7 @@ class ClusterView:
         self._uid_by_key[new.key] = new.uid
         self._index.add(new)
         affected.merge(self._ripple(old, new))
+        affected.all_pods |= self.karpenter_gate.saw_write(new.key, new.cost_managers)
         return new, affected
 
     def remove_pod(self, uid: str) -> Affected:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from schedpolicy.core import timestamps
+from schedpolicy.core.deletion_cost.karpenter_gate import GateYield
 from schedpolicy.core.gpu import labels as gpu
 from schedpolicy.core.placement import gpu_offers, hints
 from schedpolicy.core.placement.routing import Route
@@ -97,6 +98,8 @@ class StatusReport:
     foreign: dict[str, Counter[str]] = field(default_factory=dict)
     # policy with placement.gpu -> what can take its GPU pods
     gpu_supply: dict[str, gpu_offers.GPUSupply] = field(default_factory=dict)
+    # policy with deletionCost -> what it leaves to Karpenter's deletion-cost gate, once seen
+    gate: dict[str, GateYield] = field(default_factory=dict)
 
 
 def status_report(
@@ -128,7 +131,12 @@ def status_report(
             labeled_nodes=found.labeled.get(policy.name, 0) if policy.has("nodeLabels") else None,
         )
     return StatusReport(
-        counts, dict(problems), bands, foreign_writers(view, outcomes), gpu_supply(view)
+        counts,
+        dict(problems),
+        bands,
+        foreign_writers(view, outcomes),
+        gpu_supply(view),
+        gate_yields(view, outcomes),
     )
 
 
@@ -206,10 +214,42 @@ def foreign_writers(
         pod = view.pods.get(uid)
         if pod is None or outcome.cost_policy not in yielding or outcome.final is None:
             continue
+        if outcome.yielded:  # Karpenter's gate: its own condition says so (gate_yields)
+            continue
         if pod.cost is not None and FIELD_MANAGER not in pod.cost_managers:
             # A value set at creation may have no manager entry of its own for the key.
             found[outcome.cost_policy].update(pod.cost_managers or {"(unknown)"})
     return dict(found)
+
+
+def gate_yields(view: ClusterView, outcomes: Mapping[str, PodOutcome]) -> dict[str, GateYield]:
+    """Per deletionCost policy, once Karpenter's gate is seen: the pods whose
+    pod-deletion-cost it leaves to Karpenter, and of those, the pods that carry its
+    karpenter.sh/disruption-cost."""
+    sighting = view.karpenter_gate.sighting
+    if sighting is None:
+        return {}
+    yielded: Counter[str] = Counter()
+    steered: Counter[str] = Counter()
+    for uid, outcome in outcomes.items():
+        pod = view.pods.get(uid)
+        if pod is None or not outcome.yielded or outcome.cost_policy is None:
+            continue
+        yielded[outcome.cost_policy] += 1
+        ours = FIELD_MANAGER in pod.karpenter_cost_managers
+        if ours and outcome.karpenter is not None and pod.karpenter_cost == str(outcome.karpenter):
+            steered[outcome.cost_policy] += 1
+    return {
+        p.name: GateYield(
+            sighting,
+            yielded[p.name],
+            p.spec.deletion_cost.karpenter_disruption_cost is not None,
+            steered[p.name],
+            p.spec.deletion_cost.take_over,
+        )
+        for p in view.policies()
+        if p.spec.deletion_cost is not None
+    }
 
 
 def observations(
@@ -238,6 +278,7 @@ def observations(
                 foreign_writers=dict(report.foreign.get(obj.name, {})),
                 admission=(admission or {}).get(obj.name),
                 gpu_supply=report.gpu_supply.get(obj.name),
+                karpenter_gate=report.gate.get(obj.name),
             )
         )
     return out

@@ -122,5 +122,8 @@ def pending_line(write: Mapping[str, Any]) -> str:
     if not write["pending"]:
         return f"Pending:   nothing ({write['reason']})"
     when = f", rate-limited until {write['notBefore']}" if write.get("rateLimited") else ""
+    if write.get("value") is None and write.get("karpenter"):
+        # Karpenter's gate owns pod-deletion-cost here: only the disruption cost goes.
+        return f"Pending:   write karpenter.sh/disruption-cost {write['karpenter']} only{when}"
     extra = f" (disruption-cost {write['karpenter']})" if write.get("karpenter") else ""
     return f"Pending:   {write['action']} {write.get('value')}{extra}{when}"

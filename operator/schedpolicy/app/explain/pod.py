@@ -23,13 +23,14 @@ from schedpolicy.app.explain.reading import (
 )
 from schedpolicy.core import wellknown
 from schedpolicy.core.consolidation import ranking
+from schedpolicy.core.deletion_cost import costs, karpenter_gate
 from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
     KARPENTER_COST_ANNOTATION,
 )
 from schedpolicy.shell.kube import Kube
-from schedpolicy.view.cluster import annotation_managers
+from schedpolicy.view.cluster import ClusterView, annotation_managers
 from schedpolicy.view.deletion_cost import decisions
 
 
@@ -85,8 +86,20 @@ async def explain_pod(kube: Kube, ref: str, now: datetime | None = None) -> dict
             "endpointsRead": read,
         }
     out["write"] = write_state(result.plan, out["stored"], policy, now)
+    out["yielded"] = yielded(view, result.plan, str(node_name))
     out["hints"] = placement.hints_section(view, meta, now)
     return out
+
+
+def yielded(view: ClusterView, plan: costs.CostPlan, node: str) -> str | None:
+    """Why no pod-deletion-cost is written here, when Karpenter's gate owns it."""
+    policy = view.policy(plan.policy)
+    spec = policy.spec.deletion_cost if policy else None
+    sighting = view.karpenter_gate.sighting
+    if not plan.yields or sighting is None or spec is None:
+        return None
+    steering = spec.karpenter_disruption_cost is not None
+    return karpenter_gate.explain(sighting, node, spec.take_over, steering)
 
 
 def render_pod(out: Mapping[str, Any]) -> str:
@@ -136,6 +149,8 @@ def render_pod(out: Mapping[str, Any]) -> str:
         lines.append(f"           karpenter.sh/disruption-cost {stored['karpenter']}")
     if stored["value"] is not None and str(stored["readAs"]) != stored["value"]:
         lines.append(f"           the ReplicaSet controller reads it as {stored['readAs']}")
+    if out.get("yielded"):
+        lines.append(f"Yielded:   {out['yielded']}")
     lines.append(pending_line(out["write"]))
     lines += placement.render_hints(out.get("hints"))
     return "\n".join(lines)

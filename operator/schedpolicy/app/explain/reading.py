@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from schedpolicy.core import api, wellknown
+from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.kube_errors import Forbidden, Gone
 from schedpolicy.view import snapshot
@@ -65,13 +66,17 @@ async def pod_view(kube: Kube, pod: Mapping[str, Any]) -> ClusterView:
     )
     siblings = await items(kube, f"/api/v1/namespaces/{namespace}/pods", "pods")
     seen = {p["metadata"]["uid"]: p for p in [*neighbours, *siblings, pod]}
-    return snapshot.build_view(
+    view = snapshot.build_view(
         policies=policies,
         nodes=nodes,
         namespaces=[ns],
         pods=seen.values(),
         **await dra_snapshot(kube, node_name),
     )
+    # The controller may have seen Karpenter's gate where this snapshot does not look.
+    for obj in view.policy_objects():
+        view.karpenter_gate.see(karpenter_gate.from_status(obj.name, obj.status))
+    return view
 
 
 async def dra_snapshot(kube: Kube, node_name: str | None) -> dict[str, list[dict[str, Any]]]:

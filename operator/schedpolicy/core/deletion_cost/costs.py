@@ -18,6 +18,7 @@ from typing import Literal
 from schedpolicy.core.consolidation import fill
 from schedpolicy.core.consolidation.api import NodeConsolidationSignal
 from schedpolicy.core.consolidation.fill import NodeFill
+from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.core.deletion_cost.api import (
     KARPENTER_COST_DIVISOR,
     CapacityTypeSignal,
@@ -247,13 +248,17 @@ PlanAction = Literal["write", "remove", "none"]
 @dataclass(frozen=True)
 class CostPlan:
     action: PlanAction
-    value: str | None  # the value to write, or (for remove) the value expected there now
+    # The pod-deletion-cost to write, or (for remove) the value expected there now. None in a
+    # write leaves it alone (Karpenter's gate owns it) and writes `karpenter` only.
+    value: str | None
     reason: str  # why nothing is written, as a metric label: unchanged, foreign-cost, ...
     policy: str | None = None
     decision: CostDecision | None = None
     # karpenter.sh/disruption-cost in the same patch: the value to write, or (for remove)
     # our value expected there now; None leaves that annotation alone.
     karpenter: str | None = None
+    # pod-deletion-cost is left to Karpenter's gate (core/deletion_cost/karpenter_gate.py)
+    yields: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,8 @@ class PodCostState:
     karpenter_current: str | None = None  # the stored karpenter.sh/disruption-cost
     karpenter_ours: bool = False
     node_leaving: bool = False  # its node is being deleted or drained by an autoscaler
+    # Karpenter's deletion-cost gate has been seen, and the pod is on a Karpenter node.
+    karpenter_gate: bool = False
 
 
 def plan(
@@ -282,7 +289,9 @@ def plan(
     alone unless the policy takes over; a held decision (untrustworthy sample),
     a pod not yet bound to a node, a pod on its way out and the pods of a node that is
     being drained are left as they are;
-    our own value is removed when no policy governs the pod any more.
+    our own value is removed when no policy governs the pod any more;
+    on a Karpenter node once its deletion-cost gate is seen, pod-deletion-cost is Karpenter's
+    (even with takeOver) and only karpenter.sh/disruption-cost is written.
     """
     if not pod.active:
         return CostPlan("none", None, "terminating", policy, decision)
@@ -306,6 +315,8 @@ def plan(
         return CostPlan("none", None, reason, policy, decision)
     desired = str(decision.final)
     karpenter = None if decision.karpenter is None else str(decision.karpenter)
+    if pod.karpenter_gate:
+        return _yield(pod, policy, spec, decision, karpenter)
     foreign = pod.current is not None and not pod.ours
     foreign_karpenter = (
         karpenter is not None and pod.karpenter_current is not None and not pod.karpenter_ours
@@ -315,3 +326,22 @@ def plan(
     if pod.current == desired and (karpenter is None or pod.karpenter_current == karpenter):
         return CostPlan("none", None, "unchanged", policy, decision)
     return CostPlan("write", desired, "changed", policy, decision, karpenter)
+
+
+def _yield(
+    pod: PodCostState,
+    policy: str,
+    spec: DeletionCost,
+    decision: CostDecision,
+    karpenter: str | None,
+) -> CostPlan:
+    """Karpenter's gate owns pod-deletion-cost on this pod: neither a first write nor a
+    write after the gate deleted it, and takeOver does not change that (the gate would undo
+    it every cycle). The policy's karpenter.sh/disruption-cost, which the gate ranks by, is
+    still written, on the usual terms."""
+    reason = karpenter_gate.PLAN_REASON
+    if karpenter is None or pod.karpenter_current == karpenter:
+        return CostPlan("none", None, reason, policy, decision, yields=True)
+    if pod.karpenter_current is not None and not pod.karpenter_ours and not spec.take_over:
+        return CostPlan("none", None, "foreign-cost", policy, decision, yields=True)
+    return CostPlan("write", None, reason, policy, decision, karpenter, yields=True)

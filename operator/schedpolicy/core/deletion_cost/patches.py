@@ -15,14 +15,15 @@ def pointer(*parts: str) -> str:
 
 def cost_patch(
     uid: str,
-    value: str,
+    value: str | None,
     *,
     has_annotations: bool,
     resource_version: str | None = None,
     karpenter: str | None = None,
 ) -> list[dict[str, Any]]:
     """Set the deletion cost (and Karpenter's disruption cost, when given), but only on the
-    pod with this UID, in one patch: the two never disagree for a moment.
+    pod with this UID, in one patch: the two never disagree for a moment. Without a value,
+    only Karpenter's disruption cost is set (the pod's deletion cost is Karpenter's gate's).
 
     The `test` makes the apiserver refuse the patch (422) if the name now belongs
     to a different pod, so a cost computed for one pod never lands on another.
@@ -31,7 +32,7 @@ def cost_patch(
     added since we looked, so with a resourceVersion it also tests that the pod
     is still the version we saw (a 422 otherwise, and the watch brings the news).
     """
-    values = {COST_ANNOTATION: value}
+    values = {COST_ANNOTATION: value} if value is not None else {}
     if karpenter is not None:
         values[KARPENTER_COST_ANNOTATION] = karpenter
     guard = [{"op": "test", "path": "/metadata/uid", "value": uid}]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedpolicy.core.api import ConditionType, SpecError
+from schedpolicy.core.deletion_cost.karpenter_gate import GateYield
 from schedpolicy.core.placement.gpu_offers import GPUSupply
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.core.policy.matching import Conflict
@@ -45,6 +46,8 @@ class Observation:
     admission: Route | None = None
     # placement.gpu policies: what can take their GPU pods.
     gpu_supply: GPUSupply | None = None
+    # deletionCost policies, once Karpenter's deletion-cost gate is seen: what they leave to it.
+    karpenter_gate: GateYield | None = None
 
 
 def foreign_message(writers: Mapping[str, int]) -> str:
@@ -101,6 +104,8 @@ def verdicts(obs: Observation) -> list[Verdict]:
         out.append(Verdict("Compiled", str(route.compiled), route.reason, route.message))
     if obs.gpu_supply is not None and obs.spec_error is None:
         out.append(Verdict("Provisionable", *obs.gpu_supply.condition()))
+    if obs.karpenter_gate is not None and obs.spec_error is None:
+        out.append(Verdict("Yielding", *obs.karpenter_gate.condition()))
     return out
 
 
@@ -148,17 +153,23 @@ PROBLEM_REASONS = frozenset({"Rejected"})
 def is_problem(condition: Mapping[str, Any]) -> bool:
     if condition.get("type") == "Compiled":
         return condition.get("reason") in PROBLEM_REASONS
+    if condition.get("type") == "Yielding":  # leaving a field to its other writer, by design
+        return False
     return _HEALTHY.get(condition.get("type", "")) != condition.get("status")
 
 
 def summary(counts: Counts, conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """What `kubectl get spol` shows: `-` for a count that does not apply to this policy,
-    and the reason of the first condition that is not as it should be."""
+    and the reason of the first condition that is not as it should be (or, with none, why
+    pods of Karpenter nodes are not costed: Yielding is no problem, but it is news)."""
 
     def text(value: int | None) -> str:
         return "-" if value is None else str(value)
 
-    problem = next((c for c in conditions if is_problem(c)), None)
+    problem = next((c for c in conditions if is_problem(c)), None) or next(
+        (c for c in conditions if c.get("type") == "Yielding" and c.get("status") == "True"),
+        None,
+    )
     return {
         "matched": text(counts.matched_pods),
         "costed": text(counts.costed_pods),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.core.deletion_cost.costs import CostPlan
 from schedpolicy.shell import metrics
 from schedpolicy.shell.clock import Clock
@@ -17,7 +18,7 @@ from schedpolicy.shell.echoes import Echoes
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.kube_errors import Forbidden, Gone, KubeError, PreconditionFailed, Transient
-from schedpolicy.view.cluster import ClusterView, PodRecord
+from schedpolicy.view.cluster import Affected, ClusterView, PodRecord
 
 log = logging.getLogger("schedpolicy.reconciler")
 
@@ -47,12 +48,45 @@ class CostWriter:
         # Per pod UID: (policy, why) of a write refused for good, shown in the status.
         self.failures: dict[str, tuple[str | None, str]] = {}
         self._transient: dict[str, int] = {}  # consecutive retried failures per pod UID
+        # Per pod UID: the cost we last removed (or are removing), so that its going is
+        # not taken for another writer's deletion (core/deletion_cost/karpenter_gate.py).
+        self.removed: dict[str, str] = {}
+        self._gate_told = False
 
     def gone(self, uid: str) -> None:
         self.echoes.forget(uid)
         self.last_write.pop(uid, None)
         self.failures.pop(uid, None)
         self._transient.pop(uid, None)
+        self.removed.pop(uid, None)
+
+    def watch_gate(self, pod: PodRecord, before: PodRecord | None) -> Affected:
+        """Karpenter's deletion-cost gate is seen when it writes pod-deletion-cost (the view
+        sees that itself) or deletes one of ours; said once, with what every pod of a
+        Karpenter node must be planned again for."""
+        gate = self.view.karpenter_gate
+        affected = Affected()
+        if gate.sighting is None and before is not None:
+            node = self.view.nodes.get(pod.node_name) if pod.node_name else None
+            sighting = karpenter_gate.deleted(
+                f"{pod.namespace}/{pod.name}",
+                (before.cost, before.cost_managers),
+                pod.cost,
+                active=pod.active,
+                node=pod.node_name,
+                node_labels=node.labels if node is not None else None,
+                our_removal=self.removed.get(pod.uid),
+            )
+            gate.see(sighting)
+        if gate.sighting is not None and not self._gate_told:
+            self._gate_told = True
+            affected.all_pods = True
+            log.info(
+                "Karpenter's deletion-cost gate is on (%s): pod-deletion-cost on the pods of"
+                " Karpenter nodes is left to it from now on",
+                gate.sighting.describe(),
+            )
+        return affected
 
     async def write(self, uid: str) -> None:
         pod = self.view.pods.get(uid)
@@ -60,11 +94,13 @@ class CostWriter:
             return
         # Plan again: the view may have moved on since this pod was queued.
         plan = self.replan(pod)
-        if plan.action == "none" or plan.value is None:
+        if plan.action == "none" or (plan.value is None and plan.karpenter is None):
             return
         self.last_write[uid] = self.clock.monotonic()
         try:
             if plan.action == "write":
+                if plan.value is not None:
+                    self.removed.pop(uid, None)
                 version = await self.kube.set_pod_cost(
                     pod.namespace,
                     pod.name,
@@ -75,6 +111,8 @@ class CostWriter:
                     karpenter=plan.karpenter,
                 )
             else:
+                assert plan.value is not None
+                self.removed[uid] = plan.value
                 version = await self.kube.remove_pod_cost(
                     pod.namespace, pod.name, pod.uid, plan.value, plan.karpenter
                 )

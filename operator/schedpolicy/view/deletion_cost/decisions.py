@@ -5,6 +5,7 @@ built from a one-off snapshot (view/snapshot.py), so all of them agree by constr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -74,6 +75,11 @@ def _leaving(view: ClusterView, node_name: str | None) -> bool:
     return node is not None and node.leaving
 
 
+def _node_labels(view: ClusterView, node_name: str | None) -> Mapping[str, str] | None:
+    node = view.nodes.get(node_name) if node_name else None
+    return node.labels if node is not None else None
+
+
 def pod_cost(
     view: ClusterView,
     pod: PodRecord,
@@ -99,6 +105,7 @@ def pod_cost(
         karpenter_current=pod.karpenter_cost,
         karpenter_ours=FIELD_MANAGER in pod.karpenter_cost_managers,
         node_leaving=_leaving(view, pod.node_name),
+        karpenter_gate=view.karpenter_gate.covers(_node_labels(view, pod.node_name)),
     )
     return PodCost(
         pod, match, decision, costs.plan(state, policy.name if policy else None, spec, decision)
@@ -114,6 +121,9 @@ class PodOutcome:
     cost_policy: str | None
     final: int | None  # the cost decided, if any
     stored: str | None  # the cost on the pod when the plan was made
+    # pod-deletion-cost left to Karpenter's gate; and the disruption cost decided, if any
+    yielded: bool = False
+    karpenter: int | None = None
 
 
 def pod_outcome(
@@ -130,15 +140,20 @@ def pod_outcome(
     governed = frozenset(m.policy.name for m in (result.match, placement) if m.policy)
     governed = interned.setdefault(governed, governed)
     policy = result.match.policy
-    final = result.decision.final if result.decision is not None else None
-    return PodOutcome(governed, policy.name if policy else None, final, pod.cost)
+    decision = result.decision
+    final = decision.final if decision is not None else None
+    karpenter = decision.karpenter if decision is not None else None
+    name = policy.name if policy else None
+    return PodOutcome(governed, name, final, pod.cost, result.plan.yields, karpenter)
 
 
 def expected_costs(view: ClusterView, now: datetime | None = None) -> dict[str, int | None]:
-    """pod UID -> the cost the operator should leave on it (None: it should carry none of ours),
-    once it is bound to a node; until then the operator leaves its cost alone."""
+    """pod UID -> the cost the operator should leave on it (None: it should carry none of ours,
+    as on a Karpenter node once the gate is seen), once it is bound to a node; until then the
+    operator leaves its cost alone."""
     out: dict[str, int | None] = {}
     for uid, pod in view.pods.items():
         result = pod_cost(view, pod, now)
-        out[uid] = result.decision.final if result.decision is not None else None
+        decision = None if result.plan.yields else result.decision
+        out[uid] = decision.final if decision is not None else None
     return out
