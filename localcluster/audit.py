@@ -29,6 +29,8 @@ class AuditEvent:
     pod: str = ""
     # When the apiserver received the request (`at` is when it answered).
     received: datetime | None = None
+    # objectRef.uid: set when the request's body named it (a pod's binding names the pod's).
+    uid: str = ""
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> AuditEvent:
@@ -47,6 +49,7 @@ class AuditEvent:
             request=raw.get("requestObject"),
             pod=next(iter(extra.get("authentication.kubernetes.io/pod-name", [])), ""),
             received=_time(raw.get("requestReceivedTimestamp")),
+            uid=ref.get("uid", ""),
         )
 
 

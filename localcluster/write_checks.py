@@ -184,9 +184,9 @@ def _keys_set(request: Any, pointers: Mapping[str, str]) -> set[str]:
 #   from one still terminating when the run ended.
 # A write counts as after an instant when the apiserver received it after that instant's
 # request had completed; a write that overlapped it may have landed on either side, and
-# counts as before. Writes are keyed by the UID they test; a name reused by a later pod is
-# another life, and each deletion request goes to the life of the latest UID the operator
-# had written under that name when it was received (the first life, before any write).
+# counts as before. Writes are keyed by the UID they test. A name reused by a later pod is
+# another life: each deletion request goes to the life of the latest UID logged under that
+# name (in a write's body, or a binding's objectRef) when it was received.
 
 
 @dataclass(frozen=True)
@@ -252,6 +252,12 @@ def _deletes(e: AuditEvent) -> bool:
     )
 
 
+def _writes_object(e: AuditEvent, user: str) -> bool:
+    """Another client's write of the object itself: once deletion began, it may drop the
+    last finalizer, and so remove it. The operator's own writes never touch finalizers."""
+    return e.verb in ("update", "patch") and not e.subresource and e.user != user
+
+
 def _received(e: AuditEvent) -> datetime:
     return e.received or e.at
 
@@ -260,13 +266,22 @@ def _key(e: AuditEvent) -> tuple[str, str]:
     return e.resource, f"{e.namespace}/{e.name}"
 
 
-def _lives(writes: Iterable[AuditEvent]) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
-    """Per written name, (first write received, UID) of each pod or node that held it."""
+def _uid(e: AuditEvent) -> str:
+    """The UID a request names: the one its body tests or carries, or its objectRef's (a
+    pod's binding, logged with no body, names the pod's)."""
+    return written_uid(e) or e.uid
+
+
+def _lives(
+    events: Iterable[AuditEvent], written: Collection[tuple[str, str]]
+) -> dict[tuple[str, str], list[tuple[datetime, str]]]:
+    """Per written name, (first received, UID) of each pod or node that held it, in turn."""
     first: dict[tuple[tuple[str, str], str], datetime] = {}
-    for e in writes:
-        uid = written_uid(e)
-        if uid and ((_key(e), uid) not in first or _received(e) < first[(_key(e), uid)]):
-            first[(_key(e), uid)] = _received(e)
+    for e in events:
+        uid = _uid(e)
+        if uid and _key(e) in written:
+            at = first.get((_key(e), uid))
+            first[(_key(e), uid)] = _received(e) if at is None else min(at, _received(e))
     lives: dict[tuple[str, str], list[tuple[datetime, str]]] = defaultdict(list)
     for (key, uid), at in sorted(first.items(), key=lambda item: item[1]):
         lives[key].append((at, uid))
@@ -274,9 +289,9 @@ def _lives(writes: Iterable[AuditEvent]) -> dict[tuple[str, str], list[tuple[dat
 
 
 def _life(lives: Sequence[tuple[datetime, str]], e: AuditEvent) -> str:
-    """The UID that held the name when `e` was received (its own, for a guarded write)."""
+    """The UID that held the name when `e` was received (its own, if it names one)."""
     held = [uid for at, uid in lives if at <= _received(e)]
-    return written_uid(e) or (held[-1] if held else lives[0][1])
+    return _uid(e) or (held[-1] if held else lives[0][1])
 
 
 def endings(
@@ -287,15 +302,11 @@ def endings(
 ) -> dict[str, Ending]:
     """Per UID that `writes` tested, its deletion as the log recorded it; `removed`: the UIDs
     that were removed during the run (None: every object whose deletion began)."""
-    lives = _lives(writes)
+    log = list(events)
+    lives = _lives(log, {_key(e) for e in writes})
     requests: dict[str, list[AuditEvent]] = defaultdict(list)
-    for e in events:
-        if (
-            _key(e) in lives
-            and 200 <= e.code < 300
-            and e.user != user
-            and (_deletes(e) or (e.verb in ("update", "patch") and not e.subresource))
-        ):
+    for e in log:
+        if _key(e) in lives and 200 <= e.code < 300 and (_deletes(e) or _writes_object(e, user)):
             requests[_life(lives[_key(e)], e)].append(e)
     out: dict[str, Ending] = {}
     for uid, found in requests.items():

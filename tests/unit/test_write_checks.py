@@ -35,12 +35,14 @@ def event(
     namespace: str = "ns",
     agent: str = "schedpolicy/0",
     received: float | None = None,
+    uid: str = "",
 ) -> AuditEvent:
-    """`at`: when the answer was complete; `received`: when the request came (default `at`)."""
+    """`at`: when the answer was complete; `received`: when the request came (default `at`);
+    `uid`: the objectRef's."""
     return AuditEvent(
         user, agent, verb, resource, subresource, namespace, name, code,
         T0 + timedelta(seconds=at), request,
-        received=T0 + timedelta(seconds=at if received is None else received),
+        received=T0 + timedelta(seconds=at if received is None else received), uid=uid,
     )  # fmt: skip
 
 
@@ -140,6 +142,10 @@ def evict(at: float = 10) -> AuditEvent:
     )
 
 
+def bound(at: float, uid: str) -> AuditEvent:
+    return event(verb="create", subresource="binding", user="scheduler", code=201, at=at, uid=uid)
+
+
 def write(
     at: float, code: int = 200, uid: str = "u", received: float | None = None, **kw: Any
 ) -> AuditEvent:
@@ -184,6 +190,11 @@ CASES: list[tuple[str, list[AuditEvent], set[str] | None, dict[str, int]]] = [
     ("a reused name", [write(5), *DELETED, write(20, uid="u2"), write(21, 422),
                        rs_delete(30), kwok_delete(30.1), write(31, 404, uid="u2")], {"u", "u2"},
      {"refused_guard": 1, "refused_not_found": 1}),
+    # The new pod's binding names its UID: its graceful DELETE (never completed: still
+    # terminating at the end) is its own, not the first pod's, before the operator wrote it.
+    ("a reused name, bound", [write(5), *DELETED, write(13, 404), bound(19, "u2"),
+                              rs_delete(25), write(26, uid="u2")], {"u"},
+     {"refused_not_found": 1, "accepted_while_deleting": 1}),
     # A node: Karpenter's DELETE leaves its finalizer on; its patch that drops it removes it.
     ("a node while Karpenter drains it",
      [event("nodes", NODE_LABEL, name="n", namespace="", at=5),
@@ -227,3 +238,43 @@ def test_the_figures_are_the_dataclass_fields() -> None:
         "attempts", "refused_not_found", "refused_guard", "succeeded_after_gone",
         "accepted_while_deleting", "deleting_beyond_owned", "removal_not_logged", "examples",
     }  # fmt: skip
+
+
+def raw(verb: str, sub: str, user: str, code: int, received: str, done: str, **more: Any) -> Any:
+    """An audit line as kube-apiserver 1.37 writes it (the fields AuditEvent reads)."""
+    ref = {"resource": "pods", "namespace": "gone", "name": "zero-ffbd96c86-fpkvs"}
+    return {
+        "verb": verb,
+        "user": {"username": user},
+        "userAgent": more.pop("agent", "x"),
+        "objectRef": {**ref, **({"subresource": sub} if sub else {}), **more.pop("ref", {})},
+        "responseStatus": {"code": code},
+        "requestReceivedTimestamp": f"2026-12-07T09:28:{received}Z",
+        "stageTimestamp": f"2026-12-07T09:28:{done}Z",
+        **more,
+    }
+
+
+def test_a_replicaset_scale_down_as_a_real_log_holds_it() -> None:
+    """From a local cluster (KWOK, a pod with terminationGracePeriodSeconds 0, as B7's): the
+    scheduler's binding names the pod's UID; a cost patch that overlapped the ReplicaSet
+    controller's DELETE landed first; that DELETE removed the pod, and KWOK's own DELETE,
+    sent on seeing the deletionTimestamp, was answered 200 too (a graceless delete that loses
+    the race is); the next patch found nothing."""
+    uid = "9edc7a75-2d8d-4b67-9b22-616bb6a58acc"
+    body = [{"op": "test", "path": "/metadata/uid", "value": uid}, {"op": "add", "path": COST}]
+    me, kcm = "schedpolicy-admin", "system:kube-controller-manager"
+    lines = [
+        raw("create", "binding", "system:kube-scheduler", 201, "15.940973", "15.944974",
+            ref={"uid": uid}),
+        raw("patch", "", me, 200, "16.416765", "16.420813", requestObject=body),
+        raw("patch", "", me, 200, "16.555816", "16.564321", requestObject=body),
+        raw("delete", "", kcm, 200, "16.561297", "16.605630"),
+        raw("delete", "", "kwok-controller", 200, "16.595425", "16.606303"),
+        raw("patch", "", me, 404, "16.700048", "16.701625", requestObject=body),
+    ]  # fmt: skip
+    log = [AuditEvent.parse(line) for line in lines]
+    assert log[0].uid == uid
+    found = writes_to_gone(log, {uid}, user=me)
+    assert (found.attempts, found.refused_not_found, found.succeeded_after_gone) == (3, 1, 0)
+    assert found.accepted_while_deleting == 0
