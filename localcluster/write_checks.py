@@ -179,9 +179,11 @@ def _keys_set(request: Any, pointers: Mapping[str, str]) -> set[str]:
 #   RequestResponse says which request that was, but once an object is removed nothing more
 #   on it can be accepted, so it is the last accepted request that can remove it: a DELETE,
 #   an eviction or, once deletion began, another client's write of the object itself (how a
-#   last finalizer goes). Whether the object was removed at all is for the caller to say
-#   (`removed`, by UID, as a watch saw it): the log cannot tell a pod removed by its DELETE
-#   from one still terminating when the run ended.
+#   last finalizer goes). A graceless DELETE that loses the race to another one is answered
+#   200 as well (KWOK's, beside the ReplicaSet controller's), so this instant may read a few
+#   milliseconds late, never early. Whether the object was removed at all is for the
+#   caller to say (`removed`, by UID, as a watch saw it): the log cannot tell a pod removed
+#   by its DELETE from one still terminating when the run ended.
 # A write counts as after an instant when the apiserver received it after that instant's
 # request had completed; a write that overlapped it may have landed on either side, and
 # counts as before. Writes are keyed by the UID they test. A name reused by a later pod is
@@ -206,8 +208,9 @@ class GoneWrites:
     attempts: int = 0  # every patch of a pod or node
     refused_not_found: int = 0  # the apiserver had no such object (404)
     refused_guard: int = 0  # the UID or resourceVersion guard failed (409, 422)
-    # Accepted although received after the request that removed the object had completed: a
-    # write that landed on another object of the same name. Must be 0.
+    # Accepted although received after the request that removed the object had completed. A
+    # write whose UID test held cannot be (the apiserver would answer 404 or 422): one that
+    # is landed on another object of the same name, a real late write. Must be 0.
     succeeded_after_gone: int = 0
     # Accepted on an object already carrying a deletionTimestamp and not yet removed.
     accepted_while_deleting: int = 0
@@ -223,8 +226,8 @@ class GoneWrites:
         guards hold) accepted by it."""
         return self.refused_not_found + self.succeeded_after_gone
 
-    def note(self, e: AuditEvent, what: str) -> None:
-        if len(self.examples) < 8:
+    def note(self, e: AuditEvent, what: str, always: bool = False) -> None:
+        if always or len(self.examples) < 8:
             self.examples.append(
                 f"{e.at.isoformat()} {e.code} {e.resource} {e.namespace}/{e.name} {what}"
             )
@@ -352,7 +355,7 @@ def writes_to_gone(
             continue
         elif end.removed is not None and _received(e) > end.removed:
             out.succeeded_after_gone += 1
-            out.note(e, f"ACCEPTED after its removal at {end.removed.isoformat()}")
+            out.note(e, f"ACCEPTED after its removal at {end.removed.isoformat()}", always=True)
         elif end.deleting is not None and _received(e) > end.deleting:
             out.accepted_while_deleting += 1
             if _body(e, ""):
