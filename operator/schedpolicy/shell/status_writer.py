@@ -64,11 +64,12 @@ class StatusWriter:
         ref = ObjectRef(api.API_VERSION, api.KIND, obj.name, obj.uid)
         before = {c.get("type"): c for c in obj.status.get("conditions", []) or []}
         for cond in transitions(obj.status, desired):
-            # A problem is worth a Warning Event, and its end a Normal one.
+            # A problem is worth a Warning Event, and its end a Normal one; so is leaving a
+            # field to another writer (Yielding), which changes what the policy writes.
             warning = is_problem(cond)
             old = before.get(cond["type"])
             recovered = old is not None and is_problem(old)
-            if not (warning or recovered or cond["type"] == "Ready"):
+            if not (warning or recovered or cond["type"] in ("Ready", "Yielding")):
                 continue
             kind = "Warning" if warning else "Normal"
             message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
