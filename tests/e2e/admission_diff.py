@@ -275,6 +275,8 @@ def generated_pod(rng: random.Random, name: str) -> dict[str, Any]:
     affinity = _affinity(rng)
     if affinity:
         spec["affinity"] = affinity
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = dict(rng.choice(NODE_SELECTORS))
     if rng.random() < 0.15:
         spec["topologySpreadConstraints"] = [
             {
@@ -304,19 +306,67 @@ def generated_pod(rng: random.Random, name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+# Keys a pod's own terms name, with the values they pick from: the instance types and
+# karpenter.sh/nodepool meet the launch term's, so some products can match no node (the
+# In lists share nothing, NotIn covers them, DoesNotExist against Exists), and a numeric
+# key tries Gt and Lt, a value that is not an integer among them.
+TERM_VALUES = {
+    INSTANCE_TYPE_LABEL: (
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5.4xlarge",
+        "g5.12xlarge",
+        "c5.xlarge",
+    ),
+    "karpenter.sh/nodepool": ("default", "gpu"),
+    "zone-x": ("a", "b"),
+    "schedpolicy.io/gpu-model": ("A100", "L4"),
+    "disk": ("a",),
+    "example.com/generation": ("1", "2", "3", "007", "abc"),
+}
+
+
+def _expression(rng: random.Random) -> dict[str, Any]:
+    key = rng.choice(sorted(TERM_VALUES))
+    numeric = key == "example.com/generation"
+    ops = ("Gt", "Lt", "In", "Exists") if numeric else ("In", "In", "NotIn", "Exists")
+    op = rng.choice((*ops, "DoesNotExist"))
+    if op in ("Exists", "DoesNotExist"):
+        return {"key": key, "operator": op}
+    if op in ("Gt", "Lt"):
+        return {"key": key, "operator": op, "values": [rng.choice(TERM_VALUES[key])]}
+    values = rng.sample(TERM_VALUES[key], rng.randint(1, min(3, len(TERM_VALUES[key]))))
+    return {"key": key, "operator": op, "values": values}
+
+
+# A pod's nodeSelector: none mostly; else one that pins a GPU model (accepted or not), an
+# instance type, too little memory, or a key no hint names.
+NODE_SELECTORS: tuple[dict[str, str], ...] = (
+    {"schedpolicy.io/gpu-model": "A100"},
+    {"schedpolicy.io/gpu-model": "L4"},
+    {INSTANCE_TYPE_LABEL: "p4d.24xlarge"},
+    {"schedpolicy.io/gpu-memory-mib": "24576"},
+    {"disk": "ssd"},
+)
+
+
 def _affinity(rng: random.Random) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     roll = rng.random()
-    if roll < 0.25:
+    if roll < 0.35:
         terms = []
         for _ in range(rng.randint(1, 2)):
             term: dict[str, Any] = {}
             if rng.random() < 0.8:
-                key = rng.choice(("zone-x", "schedpolicy.io/gpu-model", "disk"))
-                term["matchExpressions"] = [{"key": key, "operator": "In", "values": ["a"]}]
-            if not term or rng.random() < 0.3:
-                term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]
-            terms.append(term)
+                term["matchExpressions"] = [
+                    _expression(rng) for _ in range(1 if rng.random() < 0.6 else 2)
+                ]
+            if (not term and rng.random() < 0.8) or rng.random() < 0.3:
+                name = rng.choice(("n1", "n2"))
+                op = "In" if rng.random() < 0.7 else "NotIn"
+                term["matchFields"] = [{"key": "metadata.name", "operator": op, "values": [name]}]
+            terms.append(term)  # sometimes empty: it matches no node
         affinity["nodeAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
@@ -367,7 +417,13 @@ def _pod_candidates(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
             smaller = copy.deepcopy(dict(pod))
             del smaller["metadata"][key]
             out.append(smaller)
-    for key in ("initContainers", "affinity", "topologySpreadConstraints", "schedulerName"):
+    for key in (
+        "initContainers",
+        "affinity",
+        "topologySpreadConstraints",
+        "schedulerName",
+        "nodeSelector",
+    ):
         if key in spec:
             smaller = copy.deepcopy(dict(pod))
             del smaller["spec"][key]

@@ -272,3 +272,109 @@ async def test_a_compiled_policy_runs_once_per_create(
         out = await lanes.dry_run(namespace, probe)
         assert out["spec"]["schedulerName"] == "probe-profile"
     assert evaluations(cluster, compiled.name) - before == creates
+
+
+GEN, TYPE, POOL = (
+    "example.com/generation",
+    "node.kubernetes.io/instance-type",
+    "karpenter.sh/nodepool",
+)
+MODEL, MEMORY = "schedpolicy.io/gpu-model", "schedpolicy.io/gpu-memory-mib"
+
+
+def _term(*exprs: tuple[str, str, list[str]], fields: str = "") -> dict[str, Any]:
+    term: dict[str, Any] = {}
+    if exprs:
+        term["matchExpressions"] = [
+            {"key": k, "operator": op, **({"values": vs} if vs else {})} for k, op, vs in exprs
+        ]
+    if fields:
+        term["matchFields"] = [
+            {"key": "metadata.name", "operator": op, "values": ["n1"]} for op in fields.split()
+        ]
+    return term
+
+
+# name: (the pod's own required terms (None: no affinity), its nodeSelector, how many
+# terms it is stored with; None: the GPU affinity is not added). The policy asks for an
+# H100 of 40960 MiB, which the verified table has on p5.48xlarge and p5.4xlarge.
+DEAD_TERM_CASES: dict[str, tuple[list[dict[str, Any]] | None, dict[str, str], int | None]] = {
+    "fresh": (None, {}, 2),
+    "p4d-only": ([_term((TYPE, "In", ["p4d.24xlarge"]))], {}, 1),
+    "intersected": ([_term((TYPE, "In", ["p4d.24xlarge", "p5.48xlarge"]))], {}, 2),
+    "notin-every-type": ([_term((TYPE, "NotIn", ["p5.48xlarge", "p5.4xlarge"]))], {}, 1),
+    "off-karpenter": ([_term((POOL, "DoesNotExist", []))], {}, 1),
+    "empty-own-term": ([{}, _term(("zone-x", "In", ["a"]))], {}, 2),
+    "own-term-dead": ([_term(("zone-x", "In", ["a"]), ("zone-x", "In", ["b"]))], {}, None),
+    "gt-not-an-integer": ([_term((GEN, "Gt", ["abc"]))], {}, None),
+    "gt-lt-adjacent": ([_term((GEN, "Gt", ["1"]), (GEN, "Lt", ["2"]))], {}, None),
+    "gt-lt-alive": ([_term((GEN, "Gt", ["007"]), (GEN, "Lt", ["9"]))], {}, 2),
+    "fields-contradict": ([_term(fields="In NotIn")], {}, None),
+    "selector-p4d": (None, {TYPE: "p4d.24xlarge"}, 1),
+    "selector-other-model": (None, {MODEL: "A100"}, None),
+    "selector-accepted-model": ([_term(("zone-x", "Exists", []))], {MODEL: "H100"}, 1),
+    "selector-low-memory": (None, {MEMORY: "24576"}, 1),
+    "selector-p4d-with-terms": ([_term(("zone-x", "NotIn", ["a"]))], {TYPE: "p4d.24xlarge"}, 1),
+}
+
+
+async def test_terms_that_can_match_no_node_are_left_out_on_both_paths(
+    cluster: LocalCluster, lanes: diff.Lanes
+) -> None:
+    """Pods whose own terms or nodeSelector leave some of the GPU alternatives (or all of
+    them) matching no node: the compiled policy stores what the webhook stores, In lists
+    intersected, dead terms left out, and a pod none of whose terms could live keeps its
+    own affinity (node_terms.py)."""
+    run: str = lanes.run  # type: ignore[attr-defined]
+    namespace = next(iter(lanes.served))
+    spec = {
+        "namespaceSelector": {"matchLabels": {"schedpolicy.io/diff-run": run}},
+        "podSelector": {"matchLabels": {"app": "dead-terms"}},
+        "placement": {
+            "gpu": {"models": ["H100"], "minMemoryMiB": 40960},
+            "capacityType": {"prefer": "spot"},
+        },
+    }
+    probe_spec, probe = probe_for(run)
+    everything = {f"dead-{run}": spec, f"dead-{run}-probe": probe_spec}
+    install(cluster, run, compile_specs(everything, lanes.plain))
+    lanes.inputs.parsed = [diff.parse(n, s) for n, s in everything.items()]
+    await settled(lanes, probe, namespace, hinted=True)
+    for name, (terms, selector, count) in DEAD_TERM_CASES.items():
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "dead-terms"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "pause",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+                "automountServiceAccountToken": False,
+            },
+        }
+        if terms is not None:
+            body["spec"]["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+                }
+            }
+        if selector:
+            body["spec"]["nodeSelector"] = selector
+        webhook_side, policy_side = await lanes.pair(body, namespace)
+        assert webhook_side == policy_side, f"{name}: {webhook_side} != {policy_side}"
+        record = json.loads(policy_side["metadata"]["annotations"][HINTS])
+        required = (
+            (policy_side["spec"].get("affinity") or {})
+            .get("nodeAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        )
+        if count is None:
+            assert "gpuAffinity" not in record["injected"], name
+            assert required.get("nodeSelectorTerms") == terms, name
+        else:
+            assert "gpuAffinity" in record["injected"], name
+            assert len(required["nodeSelectorTerms"]) == count, (name, required)

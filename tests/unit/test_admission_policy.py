@@ -210,9 +210,10 @@ def _value_literals(expression: str) -> list[str]:
 def test_one_patch_operation_per_top_level_field_and_dyn_only_in_constants() -> None:
     """The compiled policy sets the scheduler, the affinity, the spread and the record with
     one operation each. The affinity's are alternatives: rebuilt from the pod's own, or, for
-    a pod without one, a literal for a pod with GPUs and one for a pod without; the record's
-    are too. dyn() appears only inside literals of constants, which the apiserver's CEL
-    builds once, when it loads the policy."""
+    a pod without one, a literal: for a pod with GPUs, one for each set of alternative terms
+    its nodeSelector leaves alive (label and launch, label, launch, neither), and one for a
+    pod without GPUs; the record's are alternatives too. dyn() appears only inside literals
+    of constants, which the apiserver's CEL builds once, when it loads the policy."""
     mine = policy("mine", placement=FULL)
     out = ap.compile_policy(mine, [mine], instance_types=["p4d.24xlarge"], excluded_namespaces=())
     assert isinstance(out, ap.Compiled)
@@ -221,15 +222,13 @@ def test_one_patch_operation_per_top_level_field_and_dyn_only_in_constants() -> 
     paths = [p.split("'")[1] for p in expression.split("path: ")[1:]]
     assert paths == [
         "/spec/schedulerName",
-        "/spec/affinity",
-        "/spec/affinity",
-        "/spec/affinity",
+        *["/spec/affinity"] * 6,
         "/spec/topologySpreadConstraints",
         "/metadata/annotations/schedpolicy.io~1hints",
         "/metadata/annotations",
     ]
     constants = [v for v in _value_literals(expression) if "dyn(" in v]
-    assert len(constants) == 2
+    assert len(constants) == 5
     for literal in constants:
         assert "variables." not in literal
         assert "object." not in literal
@@ -241,9 +240,15 @@ def test_one_patch_operation_per_top_level_field_and_dyn_only_in_constants() -> 
     # The instance types and the requirements are constants of the expression.
     assert "p4d.24xlarge" in everything
     assert "'A100'" in everything
-    # A pod with GPUs is given the requirement, and one without is not.
-    with_gpus, without = constants
-    assert "'A100'" in with_gpus
-    assert "'A100'" not in without
+    # A pod with GPUs is given the terms its nodeSelector leaves alive; one without GPUs
+    # is given none, and the preference for nodes without them.
+    both, label, launch, neither, without = constants
+    nodepool = "'karpenter.sh/nodepool'"
+    assert ("'A100'" in both, nodepool in both) == (True, True)
+    assert ("'A100'" in label, nodepool in label) == (True, False)
+    assert ("'A100'" in launch, nodepool in launch) == (False, True)
+    assert ("'A100'" in neither, nodepool in neither) == (False, False)
+    assert ("'A100'" in without, nodepool in without) == (False, False)
     assert "'nvidia.com/gpu.product'" in without
-    assert "'nvidia.com/gpu.product'" not in with_gpus
+    for literal in (both, label, launch, neither):
+        assert "'nvidia.com/gpu.product'" not in literal

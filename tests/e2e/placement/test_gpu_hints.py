@@ -134,25 +134,22 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
 ) -> None:
     """A pod that brings its own required node affinity keeps each of its terms, each one
     ANDed with the policy's GPU requirements (and again with the instance types Karpenter
-    could launch), so it runs where both hold: on the p5, not the g5 it also named."""
+    could launch), so it runs where both hold: on the p5, not the g5 it also named. Where
+    the pod's own term and the launch term both list instance types, the pod's list keeps
+    the types both name; a product that can match no node (g5 against the A100 and H100
+    types) is left out."""
     nodes = await gpu_policy_over_labelled_nodes(
         cluster, namespace, pool, policies, mode, f"terms-{namespace}", 40960
     )
+    instance_type = "node.kubernetes.io/instance-type"
+
+    def own(key: str, *values: str) -> dict[str, Any]:
+        return {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+
     own_terms = [
-        {
-            "matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [nodes["g5"].name]}
-            ]
-        },
-        {
-            "matchExpressions": [
-                {
-                    "key": "node.kubernetes.io/instance-type",
-                    "operator": "In",
-                    "values": ["p5.48xlarge"],
-                }
-            ]
-        },
+        own("kubernetes.io/hostname", nodes["g5"].name),
+        own(instance_type, "p5.48xlarge", "g5.12xlarge"),
+        own(instance_type, "g5.12xlarge"),
     ]
     affinity = {
         "nodeAffinity": {
@@ -164,13 +161,22 @@ async def test_existing_terms_are_each_anded_with_gpu_requirements(
     (pod,) = await bound(api, namespace, "app=gpu", 1)
 
     required = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
-    stored = required.node_selector_terms
-    # Each own term with the label requirements, then each again with the instance types
-    # Karpenter could launch (on nodes of a NodePool only, which these fake nodes are not).
-    launch = ["node.kubernetes.io/instance-type", "karpenter.sh/nodepool", MODEL]
-    assert [[e.key for e in term.match_expressions] for term in stored] == [
-        *([own["matchExpressions"][0]["key"], MODEL, MEMORY] for own in own_terms),
-        *([own["matchExpressions"][0]["key"], *launch] for own in own_terms),
+    stored = [
+        [(e.key, e.values) for e in t.match_expressions] for t in required.node_selector_terms
     ]
-    # The g5 term can no longer match (A10G), so only the p5 term places the pod.
+    label = [(MODEL, ["A100", "H100"]), (MEMORY, ["40959"])]
+    launch_rest = [("karpenter.sh/nodepool", None), (MODEL, None)]
+    types = ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5.4xlarge"]
+    hostname = ("kubernetes.io/hostname", [nodes["g5"].name])
+    # Each own term with the label requirements, then each again with the instance types
+    # Karpenter could launch (on nodes of a NodePool only, which these fake nodes are not):
+    # the p5-or-g5 term narrowed to p5, the g5 term left out (it shares no type).
+    assert stored == [
+        [hostname, *label],
+        [(instance_type, ["p5.48xlarge", "g5.12xlarge"]), *label],
+        [(instance_type, ["g5.12xlarge"]), *label],
+        [hostname, (instance_type, types), *launch_rest],
+        [(instance_type, ["p5.48xlarge"]), *launch_rest],
+    ]
+    # The g5 terms can no longer match (A10G), so only the p5 term places the pod.
     assert pod.spec.node_name == nodes["p5"].name

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schedpolicy.core.placement import gpu_offers, hints
+from schedpolicy.core.placement import compiled_terms, gpu_offers, hints
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.placement.cel import (
     _AFFINITY,
@@ -62,39 +62,70 @@ def _gpus_cel() -> str:
     )
 
 
+# Each alternative term's match expressions, with the CEL saying whether it is alive for a
+# pod without required terms.
+Alternatives = list[tuple[list[dict[str, Any]], str]]
+
+
 def _gpu_requirement(
     prog: _Program, placement: Placement, model_key: str, memory_key: str
-) -> tuple[str, list[list[dict[str, Any]]]]:
-    """Variables for the GPU requirement: CEL saying whether it applies to the pod, and the
-    match expressions of each alternative term (label, then launch)."""
-    if placement.gpu is not None:
-        wanted = [
-            {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
-            {
-                "key": memory_key,
-                "operator": "Gt",
-                "values": [str(placement.gpu.min_memory_mib - 1)],
-            },
-        ]
-        prog.var("terms", f"{_NODE_AFFINITY}.?{_REQUIRED}.?nodeSelectorTerms.orValue([])")
+) -> tuple[str, Alternatives]:
+    """Variables for the GPU requirement: CEL saying whether it applies to the pod, and, for
+    each alternative term (label, then launch), which of the pod's own terms it stays alive
+    ANDed into (`gpuLive<i>`), and whether it is alive for a pod without terms
+    (`gpuAlive<i>`: only the nodeSelector can rule it out)."""
+    if placement.gpu is None:
+        return "false", []
+    alternatives = [alt for _, alt in hints.gpu_alternatives(placement, model_key, memory_key)]
+    prog.var("terms", f"{_NODE_AFFINITY}.?{_REQUIRED}.?nodeSelectorTerms.orValue([])")
+    prog.var("nodeSelector", "has(object.spec.nodeSelector) ? object.spec.nodeSelector : {}")
+    # hints._gpu_affinity through node_terms.and_into: every alternative ANDed into every
+    # term of the pod's, and the products that can match no node left out (an empty term
+    # of the pod's matches none). The products themselves are built in the patch.
+    alive: Alternatives = []
+    for i, alt in enumerate(alternatives):
+        dead = compiled_terms.dead("t", alt, "variables.nodeSelector")
         prog.var(
-            "gpuApply",
-            "variables.gpus && !variables.terms.exists(t, t.?matchExpressions.orValue([])"
-            f".exists(e, e.key in {cel_strings([model_key, memory_key])}))",
+            f"gpuLive{i}",
+            f"variables.terms.filter(t, !{compiled_terms.is_empty('t')} && !{dead})",
         )
-        alternatives = [wanted]
-        types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
-        if types:
-            alternatives.append(gpu_offers.launch_term(types, model_key))
-        gpu_apply = "variables.gpuApply"
-        prog.injected.append(("gpuAffinity", gpu_apply))
-        prog.why.append(
-            f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
-            f" {placement.gpu.min_memory_mib - 1}, ANDed into each required term"
-            + (f"; then each term again with instance types {', '.join(types)}" if types else "")
-        )
-        return gpu_apply, alternatives
-    return "false", []
+        contradicted = compiled_terms.contradicted(alt, "variables.nodeSelector")
+        prog.var(f"gpuAlive{i}", f"!has(object.spec.nodeSelector) || !({contradicted})")
+        alive.append((alt, f"variables.gpuAlive{i}"))
+    constrained = (
+        "variables.terms.exists(t, t.?matchExpressions.orValue([])"
+        f".exists(e, e.key in {cel_strings([model_key, memory_key])}))"
+    )
+    live = " || ".join(f"size(variables.gpuLive{i}) > 0" for i in range(len(alternatives)))
+    prog.var(
+        "gpuApply",
+        f"variables.gpus && !{constrained} && (size(variables.terms) == 0"
+        f" ? {' || '.join(a for _, a in alive) or 'false'} : {live or 'false'})",
+    )
+    types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
+    prog.injected.append(("gpuAffinity", "variables.gpuApply"))
+    prog.why.append(
+        f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
+        f" {placement.gpu.min_memory_mib - 1}, ANDed into each required term"
+        + (f"; then each term again with instance types {', '.join(types)}" if types else "")
+        + "; In lists on one key intersected, and terms that can match no node left out"
+    )
+    return "variables.gpuApply", alive
+
+
+def _gpu_terms(alternatives: Alternatives) -> str:
+    """CEL: the required terms the pod is given, built of the pod schema's types: each
+    alternative alone (when alive) for a pod without terms, else each one ANDed into the
+    pod's terms it stays alive with (node_terms.merge)."""
+    alone = " + ".join(
+        f"({alive} ? [{TERM_TYPE}{{matchExpressions: {typed(EXPRESSION_TYPE, alt)}}}] : [])"
+        for alt, alive in alternatives
+    )
+    merged = " + ".join(
+        f"variables.gpuLive{i}.map(t, {compiled_terms.merge('t', alt)})"
+        for i, (alt, _) in enumerate(alternatives)
+    )
+    return f"(size(variables.terms) == 0 ? {alone} : {merged})"
 
 
 # (preferred term, whether only a pod without GPUs gets it)
@@ -157,10 +188,9 @@ def _affinity(
     kept = f"{_NODE_AFFINITY}.?{_REQUIRED}"
     required = kept
     if alternatives:
-        terms = " + ".join(f"({_terms_with(typed(EXPRESSION_TYPE, alt))})" for alt in alternatives)
         required = (
-            f"variables.gpuApply ? optional.of({REQUIRED_TYPE}{{nodeSelectorTerms: {terms}}})"
-            f" : {kept}"
+            f"variables.gpuApply ? optional.of({REQUIRED_TYPE}{{nodeSelectorTerms:"
+            f" {_gpu_terms(alternatives)}}}) : {kept}"
         )
     node = (
         f"{NODE_AFFINITY_TYPE}{{?{_REQUIRED}: {required}, ?{_PREFERRED}:"
@@ -207,14 +237,18 @@ def _preference_vars(prog: _Program, candidates: Candidates) -> str:
     return "variables.prefsAdded"
 
 
-def _first_affinity(alternatives: list[list[dict[str, Any]]], candidates: Candidates) -> str:
+def _first_affinity(alternatives: Alternatives, candidates: Candidates) -> str:
     """CEL: the patch for a pod that has no affinity: a literal chosen by `variables.gpus`
-    (one literal when nothing depends on it), so the apiserver builds each value once."""
+    and, for a pod with GPUs, by which alternative terms its nodeSelector leaves alive (one
+    literal when nothing depends on either), so the apiserver builds each value once."""
 
-    def added(gpus: bool) -> str:
+    def added(alive: tuple[bool, ...] | None) -> str:
         node: dict[str, Any] = {}
-        if gpus and alternatives:
-            node[_REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": a} for a in alternatives]}
+        on = alive or (False,) * len(alternatives)
+        terms = [{"matchExpressions": a} for (a, _), o in zip(alternatives, on, strict=True) if o]
+        if terms:
+            node[_REQUIRED] = {"nodeSelectorTerms": terms}
+        gpus = alive is not None
         prefs = [pref for pref, without_gpus in candidates if not (gpus and without_gpus)]
         if prefs:
             node[_PREFERRED] = prefs
@@ -222,16 +256,12 @@ def _first_affinity(alternatives: list[list[dict[str, Any]]], candidates: Candid
             return "[]"
         return f"[{_patch('add', _at('/spec/affinity'), cel_value({'nodeAffinity': node}))}]"
 
+    def choose(alive: tuple[bool, ...]) -> str:
+        if len(alive) == len(alternatives):
+            return added(alive)
+        var = alternatives[len(alive)][1]
+        return f"({var} ? {choose((*alive, True))} : {choose((*alive, False))})"
+
     if alternatives or any(without_gpus for _, without_gpus in candidates):
-        return f"(variables.gpus ? {added(True)} : {added(False)})"
-    return added(False)
-
-
-def _terms_with(expressions: str) -> str:
-    """CEL: every required term of the pod (or one empty term) with `expressions` (a typed
-    list) ANDed in, as hints._gpu_affinity builds them."""
-    return (
-        f"size(variables.terms) == 0 ? [{TERM_TYPE}{{matchExpressions: {expressions}}}]"
-        f" : variables.terms.map(t, {TERM_TYPE}{{matchExpressions:"
-        f" t.?matchExpressions.orValue([]) + {expressions}, ?matchFields: t.?matchFields}})"
-    )
+        return f"(variables.gpus ? {choose(())} : {added(None)})"
+    return added(None)

@@ -8,7 +8,9 @@ computes a value, the CEL computes the same value from the pod being created:
 - which policy governs: the binding's selectors are the policy's own, and the CEL leaves
   alone a pod that a policy earlier in `matching.precedence` also selects;
 - schedulerName, only over empty or default-scheduler;
-- GPU requirements ANDed into every required term, unless the pod constrains those keys;
+- GPU requirements ANDed into every required term, unless the pod constrains those keys,
+  with In lists on one key intersected and terms that can match no node left out
+  (node_terms.py, and compiled_terms.py its CEL);
 - preferred terms not already on the pod (compared field by field, as dicts are compared);
 - zone spread over the labels the owner's pods share;
 - the `schedpolicy.io/hints` record, byte for byte as `json.dumps(..., sort_keys=True)`.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedpolicy.core.gpu.labels import MEMORY_KEY, MODEL_KEY
-from schedpolicy.core.placement import gpu_offers
+from schedpolicy.core.placement import gpu_offers, node_terms
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.policy.model import DEFAULT_LABEL_PREFIX
@@ -172,7 +172,9 @@ def decide(
         )
     affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
     gpus = gpu_request(spec)
-    _gpu_affinity(draft, placement, affinity, gpus, model_key, memory_key)
+    _gpu_affinity(
+        draft, placement, affinity, gpus, (model_key, memory_key), spec.get("nodeSelector")
+    )
     prefs = _preferences(draft, placement, sorted(set(instance_types)), gpus, model_key)
     added = _add_preferences(affinity, prefs)
     if added:
@@ -190,19 +192,40 @@ def decide(
     return HintDecision(draft.changes, tuple(draft.injected), tuple(draft.why), record)
 
 
+def gpu_alternatives(
+    placement: Placement, model_key: str, memory_key: str
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The terms a GPU placement ORs, by name: the label term, then, if the verified table
+    has instance types for it, the term a node autoscaler can launch (see gpu_offers)."""
+    assert placement.gpu is not None
+    wanted = [
+        {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
+        {"key": memory_key, "operator": "Gt", "values": [str(placement.gpu.min_memory_mib - 1)]},
+    ]
+    types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
+    launch = [("the launch term", gpu_offers.launch_term(types, model_key))] if types else []
+    # Alive by themselves within the API's bounds; the compiled policy relies on it.
+    return [
+        (name, alt)
+        for name, alt in [("the GPU label term", wanted), *launch]
+        if node_terms.dead({"matchExpressions": alt}) is None
+    ]
+
+
 def _gpu_affinity(
     draft: _Draft,
     placement: Placement,
     affinity: dict[str, Any],
     gpus: int,
-    model_key: str,
-    memory_key: str,
+    keys: tuple[str, str],
+    node_selector: Mapping[str, str] | None,
 ) -> None:
     if placement.gpu is None:
         return
     if gpus <= 0:
         draft.why.append("GPU affinity: not needed, the pod requests no nvidia.com/gpu")
         return
+    model_key, memory_key = keys
     terms = _required_terms(affinity)
     taken = _constrained_keys(terms) & {model_key, memory_key}
     if taken:
@@ -211,23 +234,33 @@ def _gpu_affinity(
             + ", ".join(sorted(taken))
         )
         return
-    wanted = [
-        {"key": model_key, "operator": "In", "values": list(placement.gpu.models)},
-        {"key": memory_key, "operator": "Gt", "values": [str(placement.gpu.min_memory_mib - 1)]},
-    ]
-    types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
-    alternatives = [wanted, gpu_offers.launch_term(types, model_key)] if types else [wanted]
+    alternatives = gpu_alternatives(placement, model_key, memory_key)
     # Requirements are ANDed into every existing term: adding a term would OR them in. The
-    # launch term is the one OR added, after every label term (see gpu_offers).
-    new_terms = [
-        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), *alt]}
-        for alt in alternatives
-        for t in terms or [{}]
-    ]
+    # launch term is the one OR added, after every label term (see gpu_offers). A product
+    # that can match no node is left out (node_terms).
+    merged = node_terms.and_into(terms, alternatives, node_selector)
+    if not merged.terms:
+        # Only the pod's own constraints can rule out every alternative: its terms match no
+        # node, or its nodeSelector names a GPU model or memory the policy does not accept.
+        # As when its terms name the GPU keys, the pod's own choice stands.
+        draft.why.append(
+            f"GPU affinity: not added: ANDed with the pod's own node affinity and"
+            f" nodeSelector, no term could match any node ({'; '.join(merged.dropped)});"
+            " the pod keeps its own constraints, and runs only where they allow"
+        )
+        return
     node_affinity = affinity.setdefault("nodeAffinity", {})
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-        "nodeSelectorTerms": new_terms
+        "nodeSelectorTerms": list(merged.terms)
     }
+    draft.add("gpuAffinity", _gpu_why(placement, keys, len(terms), merged.dropped))
+
+
+def _gpu_why(
+    placement: Placement, keys: tuple[str, str], own_terms: int, dropped: tuple[str, ...]
+) -> str:
+    assert placement.gpu is not None
+    types = gpu_offers.instance_types_for(placement.gpu.models, placement.gpu.min_memory_mib)
     launch = (
         f"; or, on nodes Karpenter launched and we have not labelled yet, instance types"
         f" {', '.join(types)} (the verified table)"
@@ -235,10 +268,15 @@ def _gpu_affinity(
         else "; no instance type in the verified table holds it, so a node autoscaler cannot"
         " launch a node for it"
     )
-    draft.add(
-        "gpuAffinity",
-        f"GPU affinity: {model_key} in {list(placement.gpu.models)} and {memory_key} >"
-        f" {placement.gpu.min_memory_mib - 1}, in each of {len(terms) or 1} term(s){launch}",
+    left_out = (
+        f"; left out {len(dropped)} term(s) that could match no node: {'; '.join(dropped)}"
+        if dropped
+        else ""
+    )
+    return (
+        f"GPU affinity: {keys[0]} in {list(placement.gpu.models)} and {keys[1]} >"
+        f" {placement.gpu.min_memory_mib - 1}, in each of {own_terms or 1} term(s)"
+        f"{launch}{left_out}"
     )
 
 
