@@ -66,6 +66,10 @@ if wants node; then
   command -v iptables >/dev/null 2>&1 || packages+=(iptables)
   command -v nft >/dev/null 2>&1 || packages+=(nftables)
 fi
+# Karpenter is built with tools/karpenter/replay-timers.patch applied.
+if wants karpenter; then
+  command -v patch >/dev/null 2>&1 || packages+=(patch)
+fi
 if (( ${#packages[@]} )); then
   if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
     echo "tools: the real node needs the Debian packages ${packages[*]}; install them (as root)" >&2
@@ -181,6 +185,30 @@ stamp_k8s() {
   echo "$flags"
 }
 
+# build_karpenter MODULE_DIR: Karpenter's KWOK provider from a patched copy of MODULE_DIR (the
+# module cache's is read-only), through a copy of tools/karpenter/go.mod that replaces the
+# module with that copy; the stamp covers the patch, so editing it rebuilds.
+build_karpenter() {
+  local module=$1 patch=$here/karpenter/replay-timers.patch src=$root/.tools/src/karpenter made
+  made="$(stamp karpenter sigs.k8s.io/karpenter/kwok "") $(sha256sum "$patch" | cut -c1-16)"
+  if current karpenter "$made"; then
+    echo "tools: karpenter is up to date"
+    return
+  fi
+  echo "tools: building karpenter from sigs.k8s.io/karpenter/kwok $(pinned karpenter sigs.k8s.io/karpenter) with $(basename "$patch")"
+  rm -rf "$src" && mkdir -p "$src/build" "$out/.stamps"
+  cp -r "$module" "$src/module" && chmod -R u+w "$src/module"
+  patch --quiet --strip=1 --directory="$src/module" --input="$patch"
+  { cat "$here/karpenter/go.mod"; echo; echo "replace sigs.k8s.io/karpenter => ../module"; } \
+    > "$src/build/go.mod"
+  cp "$here/karpenter/go.sum" "$src/build/go.sum"
+  local start=$SECONDS
+  go_build karpenter "../.tools/src/karpenter/build" "$out/karpenter.tmp" "" sigs.k8s.io/karpenter/kwok
+  mv "$out/karpenter.tmp" "$out/karpenter"
+  echo "$made" > "$out/.stamps/karpenter"
+  echo "tools: built karpenter in $((SECONDS - start))s"
+}
+
 total=$SECONDS
 if wants control-plane; then
   # etcd and kwok are modules of their own: built beside Kubernetes, they use the moments
@@ -248,11 +276,16 @@ if wants karpenter; then
   # Only this group needs the newer Go; the go command fetches it from the module proxy.
   export GOTOOLCHAIN=go1.27.3
   karpenter=$(pinned karpenter sigs.k8s.io/karpenter)
-  build karpenter karpenter sigs.k8s.io/karpenter/kwok
-  # The CRDs of the very module the binary was built from: Karpenter's own and the KWOK
-  # provider's node class.
   karpenter_dir=$(cd "$here/karpenter" && go mod download sigs.k8s.io/karpenter &&
     go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+  # Built from a copy of the module with tools/karpenter/replay-timers.patch applied: it
+  # divides a few of Karpenter's fixed timers (the disruption poll, command validation, the
+  # nomination floor, the consolidation-state refresh, the PodDeletionCostManagement refresh,
+  # the pod-event dedupe) by $KARPENTER_REPLAY_TIME_SCALE, so that a trace replayed N times
+  # faster meets them on its own clock. Unset, the binary is Karpenter's own timing.
+  build_karpenter "$karpenter_dir"
+  # The CRDs of the very module the binary was built from: Karpenter's own and the KWOK
+  # provider's node class.
   rm -rf "$out/karpenter-crds" && mkdir -p "$out/karpenter-crds"
   cp "$karpenter_dir"/pkg/apis/crds/karpenter.sh_*.yaml "$karpenter_dir"/kwok/apis/crds/*.yaml \
     "$out/karpenter-crds/"
