@@ -369,31 +369,35 @@ def manifests(options: KarpenterOptions) -> tuple[Catalog, list[dict[str, Any]]]
     for pool in pools:
         check_node_pool(pool)
         check_against_crd(pool)
-    node_class: dict[str, Any] = {}
+    node_class: dict[str, Any] = {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": NODE_CLASS},
+        "spec": {},
+    }
     if options.registration_delay:
-        node_class["nodeRegistrationDelay"] = f"{round(options.registration_delay * 1000)}ms"
+        # The node class takes whole seconds only.
+        node_class["spec"]["nodeRegistrationDelay"] = f"{round(options.registration_delay)}s"
+    check_against_crd(node_class, "karpenter.kwok.sh_kwoknodeclasses.yaml", "v1alpha1")
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        {
-            "apiVersion": "karpenter.kwok.sh/v1alpha1",
-            "kind": "KWOKNodeClass",
-            "metadata": {"name": NODE_CLASS},
-            "spec": node_class,
-        },
+        node_class,
         *pools,
     ]
     return catalog, objects
 
 
-def check_against_crd(pool: Mapping[str, Any]) -> None:
-    """Refuse a NodePool Karpenter's own CRD would refuse, with the apiserver's message, before
-    any cluster starts."""
-    schema = crd_schema.version_schema(crd_dir() / "karpenter.sh_nodepools.yaml", "v1")
-    name = pool.get("metadata", {}).get("name", "?")
+def check_against_crd(
+    obj: Mapping[str, Any], crd: str = "karpenter.sh_nodepools.yaml", version: str = "v1"
+) -> None:
+    """Refuse an object (a NodePool, the node class) Karpenter's own CRD would refuse, with
+    the apiserver's message, before any cluster starts."""
+    schema = crd_schema.version_schema(crd_dir() / crd, version)
+    name = f"{obj.get('kind', '?')} {obj.get('metadata', {}).get('name', '?')}"
     try:
-        crd_schema.check(pool, schema)
+        crd_schema.check(obj, schema)
     except crd_schema.SchemaError as err:
-        raise _fail(f"NodePool {name}", f"Karpenter's CRD refuses it: {err}") from None
+        raise _fail(name, f"Karpenter's CRD refuses it: {err}") from None
 
 
 def environment(

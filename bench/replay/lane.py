@@ -58,7 +58,7 @@ def karpenter_options(lane: LaneSpec, timers: Timers) -> KarpenterOptions:
         gpu_taint=True,
         gpu_consolidation=lane.gpu_consolidation,
         time_scale=timers.compression,
-        registration_delay=timers.replay(timers.node_boot),
+        registration_delay=timers.boot(),
     )
 
 

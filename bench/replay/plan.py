@@ -30,13 +30,18 @@ class Timers:
     compression: float = MAX_COMPRESSION
     consolidate_after: float = 300.0  # Karpenter's NodePool disruption.consolidateAfter
     startup: float = 180.0  # a replica's model load: bound to Ready
-    # A launched GPU node's boot, launch to Node registered (a cloud's 1 to 2 minutes);
-    # Karpenter's KWOK provider would otherwise register it at once.
-    node_boot: float = 90.0
+    # A launched node's boot, launch to Node registered (a cloud's 1 to 2 minutes);
+    # Karpenter's KWOK provider would otherwise register it at once. Replayed in whole
+    # seconds, as the KWOK node class takes it.
+    node_boot: float = 100.0
     hpa: Behavior = field(default_factory=Behavior)
 
     def replay(self, seconds: float) -> float:
         return seconds / self.compression
+
+    def boot(self) -> int:
+        """A node's boot in replay seconds, whole, as the KWOK node class takes it."""
+        return round(self.replay(self.node_boot))
 
     def check(self) -> None:
         if not 1 <= self.compression <= MAX_COMPRESSION:
@@ -111,7 +116,7 @@ class Plan:
             "hpa_scale_down_window_s": round(self.timers.replay(self.timers.hpa.down_window), 3),
             "consolidate_after_s": round(self.timers.replay(self.timers.consolidate_after), 3),
             "startup_s": round(self.timers.replay(self.timers.startup), 3),
-            "node_boot_s": round(self.timers.replay(self.timers.node_boot), 3),
+            "node_boot_s": self.timers.boot(),
             # Karpenter's own fixed timers run this many times faster (replay-timers.patch).
             "karpenter_time_scale": self.timers.compression,
             "scale_steps": len(self.steps),

@@ -51,7 +51,7 @@ def test_a_lane_reaches_the_cluster_as_its_fields_say() -> None:
     gate = karpenter_options(lanes["when-empty-gate"], timers)
     assert gate.feature_gates == {"PodDeletionCostManagement": True}
     assert gate.gpu_consolidation == "WhenEmpty"
-    assert (gate.time_scale, gate.consolidate_after, gate.registration_delay) == (20, "15s", 4.5)
+    assert (gate.time_scale, gate.consolidate_after, gate.registration_delay) == (20, "15s", 5)
     dnd = lanes["do-not-disrupt-alone"].gpu_pod_annotations
     gpu = deployment(Shape("g", 1, "1", "1Gi"), "ns", 1, 2.0, None, dnd)
     cpu = deployment(Shape("c", 0, "1", "1Gi"), "ns", 1, 2.0, None, dnd)
@@ -59,7 +59,10 @@ def test_a_lane_reaches_the_cluster_as_its_fields_say() -> None:
         gpu["spec"]["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     )
     assert "karpenter.sh/do-not-disrupt" not in cpu["spec"]["template"]["metadata"]["annotations"]
-    base: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"deletionCost": {"min": 0, "max": 9}}}
+    base: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {"deletionCost": {"min": 0, "max": 9}},
+    }
     spec = lane_spec.LaneSpec("x", "red", policy={"deletionCost": {"max": 5}})
     assert spec.policy_for(base)["spec"] == {"deletionCost": {"min": 0, "max": 5}}
     assert base["spec"]["deletionCost"]["max"] == 9
