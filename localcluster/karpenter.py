@@ -327,6 +327,21 @@ BATCH_IDLE_SECONDS = 1.0
 BATCH_MAX_SECONDS = 10.0
 # The environment variable tools/karpenter/replay-timers.patch reads.
 TIME_SCALE_ENV = "KARPENTER_REPLAY_TIME_SCALE"
+# What that patch divides by it: (Karpenter's name for it, its package, real seconds, what it
+# shapes). A unit test holds this list to the patch.
+REPLAY_TIMERS = (
+    ("pollingPeriod", "controllers/disruption", 10.0, "disruption pass when none found work"),
+    (
+        "commandValidationDelay",
+        "controllers/disruption",
+        15.0,
+        "wait before a command is validated",
+    ),
+    ("nominationFloor", "controllers/state", 10.0, "a node stays nominated for a pending pod"),
+    ("consolidationStateRefresh", "controllers/state", 300.0, "unchanged state forced to change"),
+    ("reconcileInterval", "controllers/pod/deletioncost", 60.0, "the gate ranks and writes again"),
+    ("dedupeTimeout", "controllers/nodeclaim/podevents", 10.0, "lastPodEventTime writes per node"),
+)
 
 
 @dataclass

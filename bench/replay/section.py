@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.replay import lane_spec
 from bench.replay.waves import GPUS_FROM_ALLOCATABLE
+from localcluster.karpenter import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS, REPLAY_TIMERS
 
 FIGURE_NAMES = {
     "gpu_node_hours": "GPU node-hours",
@@ -163,4 +164,44 @@ def audit_lines(r: dict[str, Any]) -> list[str]:
         f" accepted); {total('refused_guard')} refused by their UID or resourceVersion guard;"
         f" {total('unowned')} outside what it owns; {total('changed_hands_twice')} cost values"
         " that changed hands twice.",
+    ]
+
+
+def timers_table(r: dict[str, Any]) -> list[str]:
+    """Every timer that shapes a replay, real and as replayed, and how often each lane's
+    deletion-cost writer refreshes, in trace seconds."""
+    p = r["plan"]
+    k = float(p["compression"])
+    scale = float(p.get("karpenter_time_scale", 1))
+    rows = [
+        "| timer | where | real (trace) s | replayed s |",
+        "|---|---|---|---|",
+        f"| HPA sync period | the plan's HPA | {p['hpa_sync_s'] * k:g} | {p['hpa_sync_s']:g} |",
+        f"| HPA scale-down stabilization | the plan's HPA | {p['hpa_scale_down_window_s'] * k:g}"
+        f" | {p['hpa_scale_down_window_s']:g} |",
+        f"| consolidateAfter | the NodePools | {p['consolidate_after_s'] * k:g}"
+        f" | {p['consolidate_after_s']:g} |",
+        f"| a node's boot | the KWOK node class | {p.get('node_boot_s', 0) * k:g}"
+        f" | {p.get('node_boot_s', 0):g} |",
+        f"| a replica's start-up | KWOK's pod-ready delay | {p['startup_s'] * k:g}"
+        f" | {p['startup_s']:g} |",
+    ]
+    for name, package, seconds, what in REPLAY_TIMERS:
+        rows.append(
+            f"| `{name}`: {what} | Karpenter {package} | {seconds:g} | {seconds / scale:g} |"
+        )
+    rows.append(
+        f"| batch idle / max | Karpenter's provisioner | {BATCH_IDLE_SECONDS:g} /"
+        f" {BATCH_MAX_SECONDS:g} | {BATCH_IDLE_SECONDS / scale:g} / {BATCH_MAX_SECONDS / scale:g} |"
+    )
+    return [
+        *rows,
+        "",
+        "How often each lane's deletion-cost writer refreshes, in trace seconds: Karpenter alone"
+        " and the profile lanes write none; Karpenter's gate ranks and writes every 60 when its"
+        " cluster state changed, at least every 300, at most 50 nodes a cycle; the product"
+        " writes on every change its watch brings (under a second of replay), at most once per"
+        f" pod per {k:g} (minUpdateIntervalSeconds 1 of replay); beside the gate it leaves"
+        " pod-deletion-cost on Karpenter's nodes to the gate and writes"
+        " karpenter.sh/disruption-cost on the same clock.",
     ]

@@ -13,6 +13,7 @@ from bench.replay.section import (
     lanes_list,
     normalised,
     pending_table,
+    timers_table,
 )
 from bench.replay.waves import GPUS_FROM_ALLOCATABLE
 
@@ -121,9 +122,10 @@ def _method(r: dict[str, Any]) -> list[str]:
         f" consolidateAfter {p['consolidate_after_s']} s, a node's boot"
         f" {p.get('node_boot_s', 0)} s, a replica's start-up {p['startup_s']} s, and Karpenter's"
         " own fixed timers (`tools/karpenter/replay-timers.patch`, scale"
-        f" {p.get('karpenter_time_scale', 1):g}): see the README for each constant and its"
-        f" replay value. {p['scale_steps']} scale steps, the same in every run. Replicas, low"
-        f" and peak: {p['replicas_low_peak']}.",
+        f" {p.get('karpenter_time_scale', 1):g}; each below). {p['scale_steps']} scale steps,"
+        f" the same in every run. Replicas, low and peak: {p['replicas_low_peak']}.",
+        "",
+        *(timers_table(r) if "karpenter_time_scale" in p else []),
         "",
         f"Each lane ran {r['repeats']} time(s), each on a fresh cluster of Karpenter's nodes"
         f" only (KWOK provider v1.15), {waves} wave(s) of runs side by side, every lane in every"

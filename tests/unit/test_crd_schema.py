@@ -3,11 +3,13 @@ own wording."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from localcluster import crd_schema, karpenter
+from localcluster.binaries import TOOLS
 
 # The shape of Karpenter's NodePool schema where the harness sets fields.
 SCHEMA: dict[str, Any] = {
@@ -111,3 +113,15 @@ def test_a_replay_runs_karpenters_timers_and_batches_on_its_clock() -> None:
     )
     assert karpenter.TIME_SCALE_ENV not in plain
     assert plain["BATCH_MAX_DURATION"] == "3s"
+
+
+def test_every_timer_the_report_names_is_one_the_patch_scales() -> None:
+    """The report's list of Karpenter's scaled timers and tools/karpenter/replay-timers.patch
+    say the same: each named constant is defined through replaytime in the patch, in its
+    package, and the patch scales nothing the list leaves out."""
+    patch = (TOOLS / "karpenter" / "replay-timers.patch").read_text()
+    scaled = set(re.findall(r"^\+\s*(?:var )?(\w+) = replay(?:time\.Scaled|Scaled)\(", patch, re.M))
+    assert scaled == {name for name, *_ in karpenter.REPLAY_TIMERS}
+    for name, package, seconds, _ in karpenter.REPLAY_TIMERS:
+        assert f"pkg/{package}/" in patch, name
+        assert seconds > 0
