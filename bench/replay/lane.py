@@ -218,7 +218,7 @@ class LaneRun:
         seen = self.watcher.seen.shifted(day0)
         logged = list(audit.events(self.cluster.audit_log))
         product = self.spec.product
-        writes = write_audit(logged, seen, wall0, self.namespace) if product else None
+        writes = write_audit(logged, seen, self.namespace) if product else None
         evictions = [
             Eviction(e.name, (e.at - wall0).total_seconds())
             for e in logged

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from functools import cache
 
 from bench.replay.observe import NodeSeen, PodSeen, Seen
@@ -254,16 +253,14 @@ def pods_seen(seen: Seen) -> dict[str, object]:
     }
 
 
-def write_audit(
-    events: Sequence[AuditEvent], seen: Seen, day0: datetime | None, namespace: str
-) -> dict[str, object]:
+def write_audit(events: Sequence[AuditEvent], seen: Seen, namespace: str) -> dict[str, object]:
     """The whole run's audit of the operator's writes while Karpenter removed nodes: writes
     to pods and nodes whose deletion had begun or that were already removed, writes outside
     what it owns, and deletion costs that changed hands more than once.
 
     Judged on the apiserver's clock alone (write_checks.writes_to_gone): the watches say
-    which objects were removed, by UID, but not when, so no watcher time (nor `day0`, which
-    is not used) enters the judgement."""
+    which objects were removed, by UID, but not when, so no watcher time enters the
+    judgement."""
     removed = {uid for uid, p in seen.pods.items() if p.gone is not None}
     removed |= {uid for uid, n in seen.nodes.items() if n.gone is not None}
     attempts = write_checks.operator_attempts(events)

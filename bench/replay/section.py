@@ -155,13 +155,24 @@ def audit_lines(r: dict[str, Any]) -> list[str]:
         return []
 
     def total(key: str) -> int:
-        return sum(int(a[key]) for a in audits)
+        return sum(int(a.get(key) or 0) for a in audits)
 
+    clock = all(a.get("gone_clock") == "apiserver" for a in audits)
+    judged = (
+        "judged against each object's deletion and removal as the apiserver's audit log"
+        " recorded them (one clock, objects by UID)"
+        if clock
+        else "judged against the time a watch saw each object go (a result from before the"
+        " audit read removals from the log)"
+    )
     return [
-        f"The operator's writes over {len(audits)} product run(s), from the audit logs:"
-        f" {total('writes')} writes; {total('to_gone')} reached a pod or node already gone"
-        f" ({total('refused_not_found')} refused as not found, {total('succeeded_after_gone')}"
-        f" accepted); {total('refused_guard')} refused by their UID or resourceVersion guard;"
+        f"The operator's writes over {len(audits)} product run(s), from the audit logs,"
+        f" {judged}: {total('writes')} writes; {total('to_gone')} reached a pod or node"
+        f" already removed ({total('refused_not_found')} refused as not found,"
+        f" **{total('succeeded_after_gone')} accepted**);"
+        f" {total('accepted_while_deleting')} accepted while the object was terminating"
+        f" ({total('deleting_beyond_owned')} of them touching more than its own keys);"
+        f" {total('refused_guard')} refused by their UID or resourceVersion guard;"
         f" {total('unowned')} outside what it owns; {total('changed_hands_twice')} cost values"
         " that changed hands twice.",
     ]

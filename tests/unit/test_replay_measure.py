@@ -171,7 +171,7 @@ def test_the_write_audit_does_not_read_the_watchers_clock(skew: float) -> None:
         logged("patch", OPERATOR_USER, 10.005, 404),
     ]
     seen = Seen(pods={"u1": PodSeen("lm-1", "lm", 0, "n1", 0.5, 1, gone=10.0 + skew)})
-    found = measure.write_audit(log, seen, WALL0, "ns")
+    found = measure.write_audit(log, seen, "ns")
     assert {k: found[k] for k in ("writes", "attempts", "refused_not_found")} == {
         "writes": 2, "attempts": 2, "refused_not_found": 1,
     }  # fmt: skip
