@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.replay.section import audit_lines, figures_table, pending_table
+from bench.replay.section import (
+    audit_lines,
+    comparisons_table,
+    figures_table,
+    lanes_list,
+    normalised,
+    pending_table,
+)
 
 
-def section_b6(r: dict[str, Any]) -> list[str]:
+def section_b6(raw: dict[str, Any]) -> list[str]:
+    r = normalised(raw)
     w, p = r["window"], r["plan"]
     bound = r["offline_bound"]
     return [
@@ -25,7 +33,11 @@ def section_b6(r: dict[str, Any]) -> list[str]:
         f" {r['repeats']} times; cells are the median (min-max), and a ratio of medians is"
         " **real** only when the two ranges do not overlap.",
         "",
+        *lanes_list(r),
+        "",
         *figures_table(r),
+        "",
+        *comparisons_table(r),
         "",
         *pending_table(r),
         "",

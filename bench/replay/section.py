@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.replay import lane_spec
-from bench.replay.waves import GPUS_FROM_ALLOCATABLE
+from bench.replay.waves import GPUS_FROM_ALLOCATABLE, spec_record
 from localcluster.karpenter import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS, REPLAY_TIMERS
 
 FIGURE_NAMES = {
@@ -54,11 +54,7 @@ def normalised(r: dict[str, Any]) -> dict[str, Any]:
     compared = {
         old_keys.get(k, f"{k} / karpenter-alone"): v for k, v in r.get("compared", {}).items()
     }
-    specs = {
-        name: {"label": known[name].title, "colour": known[name].colour}
-        for name in r["lanes"]
-        if name in known
-    }
+    specs = {name: spec_record(known[name]) for name in r["lanes"] if name in known}
     return {**r, "compared": compared, "lane_specs": specs, "baseline": "karpenter-alone"}
 
 

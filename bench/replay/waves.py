@@ -115,6 +115,19 @@ def summarise(
     return {"lanes": lanes, "compared": compared}
 
 
+def spec_record(spec: LaneSpec) -> dict[str, Any]:
+    """What a result keeps of a lane's spec: what it ran, and how the plots show it."""
+    return {
+        "label": spec.title,
+        "colour": spec.colour,
+        "scheduler": spec.scheduler,
+        "policy": spec.policy,
+        "karpenter_gates": dict(spec.karpenter_gates),
+        "gpu_consolidation": spec.gpu_consolidation,
+        "gpu_pod_annotations": dict(spec.gpu_pod_annotations),
+    }
+
+
 def serving_evictions(run: Run, plan: Plan) -> list[float]:
     """When Karpenter evicted each serving (GPU) pod, in trace hours, in order."""
     serving = {s.name for s in plan.services if s.gpus}
@@ -147,18 +160,7 @@ def run_lanes(
     return {
         "repeats": repeats,
         "parallel": parallel,
-        "lane_specs": {
-            spec.name: {
-                "label": spec.title,
-                "colour": spec.colour,
-                "scheduler": spec.scheduler,
-                "policy": spec.policy,
-                "karpenter_gates": dict(spec.karpenter_gates),
-                "gpu_consolidation": spec.gpu_consolidation,
-                "gpu_pod_annotations": dict(spec.gpu_pod_annotations),
-            }
-            for spec in bench.lanes
-        },
+        "lane_specs": {spec.name: spec_record(spec) for spec in bench.lanes},
         "baseline": bench.baseline,
         "offline_bound": measure.offline_bound(plan, catalog),
         "gpu_hours_needed": round(measure.needed_gpu_hours(plan), 1),
