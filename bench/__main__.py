@@ -223,10 +223,6 @@ def main() -> int:
     cluster = LocalCluster(REPO / ".cluster" / "bench")
     started = time.monotonic()
     failed = False
-    print(
-        f"bench: scale {scale.name}; starting the local control plane in {cluster.workdir}",
-        flush=True,
-    )
     # B6 and B7 bring clusters of their own (Karpenter's nodes only); the others share this one.
     shared = bool(wanted - {"B6", "B7", "B7E"})
     if wanted & {"B7", "B7E"}:
@@ -235,7 +231,9 @@ def main() -> int:
         except (LoadError, LaneError, KarpenterConfigError, PlanError) as err:
             print(f"bench: refused before any cluster started: {err}", file=sys.stderr)
             return 2
+    print(f"bench: scale {scale.name}, {', '.join(sorted(wanted))}", flush=True)
     if shared:
+        print(f"bench: starting the local control plane in {cluster.workdir}", flush=True)
         cluster.up()
     try:
         if shared:
