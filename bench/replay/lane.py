@@ -23,13 +23,14 @@ from bench.replay.lane_spec import LaneSpec
 from bench.replay.measure import Eviction, write_audit
 from bench.replay.observe import SERVICE_LABEL, Seen, Watcher
 from bench.replay.plan import Plan, Shape, Timers
-from localcluster import LocalCluster, audit
+from localcluster import LocalCluster, audit, chart
 from localcluster.binaries import REPO
 from localcluster.karpenter import GPU, GPU_TOLERATION, KarpenterOptions
 
 SCHEDULER = "schedpolicy-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
 KARPENTER_USER = "karpenter"
+HEADROOM = "templates/headroom/headroom.yaml"
 # KWOK's pod-ready stage waits this long (a Go duration) before a bound pod runs and is
 # Ready: the replica's model load.
 STARTUP_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
@@ -140,6 +141,10 @@ class LaneRun:
             policy = spec.policy_for(self.workload.policy)
             cluster.kubectl("apply", "-f", "-", objects=[policy])
             self._wait_for_hints()
+        if spec.headroom:
+            # The chart's own template, so that the lane measures what an install deploys.
+            held = chart.render(HEADROOM, values={"headroom": {"replicas": spec.headroom}})
+            cluster.kubectl("apply", "-f", "-", objects=held)
         self.watcher = Watcher(cluster.server, cluster.ssl_context(), self.namespace)
         self.watcher.start()
         started = time.monotonic()

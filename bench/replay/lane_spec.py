@@ -25,6 +25,7 @@ _FIELDS = {
     "karpenter_gates",
     "gpu_consolidation",
     "gpu_pod_annotations",
+    "headroom",
 }
 
 
@@ -43,6 +44,8 @@ class LaneSpec:
     karpenter_gates: Mapping[str, bool] = field(default_factory=dict)
     gpu_consolidation: str = "WhenEmptyOrUnderutilized"
     gpu_pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    # The chart's GPU headroom: placeholder pods of 1 GPU each (0: none).
+    headroom: int = 0
 
     @property
     def product(self) -> bool:
@@ -125,6 +128,9 @@ def _lane(path: Path, name: str, doc: Any) -> LaneSpec:
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
         raise _fail(path, f"{where}.gpu_pod_annotations", "a mapping of strings to strings")
+    headroom = doc.get("headroom", 0)
+    if isinstance(headroom, bool) or not isinstance(headroom, int) or headroom < 0:
+        raise _fail(path, f"{where}.headroom", "a whole number of placeholder pods, 0 or more")
     scheduler = doc.get("scheduler")
     if scheduler is not None and not isinstance(scheduler, str):
         raise _fail(path, f"{where}.scheduler", "a schedulerName is required")
@@ -137,6 +143,7 @@ def _lane(path: Path, name: str, doc: Any) -> LaneSpec:
         dict(gates),
         consolidation,
         dict(annotations),
+        headroom,
     )
 
 

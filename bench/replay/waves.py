@@ -125,6 +125,7 @@ def spec_record(spec: LaneSpec) -> dict[str, Any]:
         "karpenter_gates": dict(spec.karpenter_gates),
         "gpu_consolidation": spec.gpu_consolidation,
         "gpu_pod_annotations": dict(spec.gpu_pod_annotations),
+        "headroom": spec.headroom,
     }
 
 

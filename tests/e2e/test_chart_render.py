@@ -71,6 +71,34 @@ def test_lint_and_render_defaults_and_everything_on() -> None:
     } <= defaults
     assert {"ServiceMonitor", "PrometheusRule", "Certificate", "ConfigMap"} <= everything
     assert not {"ServiceMonitor", "PrometheusRule"} & defaults
+    assert "PriorityClass" in everything
+    assert "PriorityClass" not in defaults
+
+
+def test_gpu_headroom_renders_placeholders_any_serving_pod_preempts() -> None:
+    """With `headroom.replicas`, the chart deploys that many 1-GPU placeholders at a priority
+    below every serving pod, never preempting anything themselves, placed by the chart's
+    packing profile, as the restricted Pod Security Standard asks; with 0, nothing."""
+    assert not [d for d in render() if d["metadata"]["name"].endswith("-headroom")]
+    docs = {d["kind"]: d for d in render(ALL_ON) if d["metadata"]["name"].endswith("-headroom")}
+    assert set(docs) == {"PriorityClass", "Deployment"}
+    priority = docs["PriorityClass"]
+    assert priority["value"] < 0
+    assert priority["preemptionPolicy"] == "Never"
+    assert priority["globalDefault"] is False
+    deployment = docs["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == priority["metadata"]["name"]
+    assert pod["schedulerName"] == "schedpolicy-scheduler"
+    assert pod["terminationGracePeriodSeconds"] == 0
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
 
 
 def test_chart_crds_equal_the_generated_crds() -> None:

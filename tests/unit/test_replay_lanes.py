@@ -94,6 +94,10 @@ GOOD: dict[str, Any] = {
             "lanes.a.karpenter_gates: a mapping of gate name to true or false",
         ),
         (
+            {"lanes": {"a": {"colour": "red", "headroom": -1}}},
+            "lanes.a.headroom: a whole number of placeholder pods",
+        ),
+        (
             {"benchmarks": {"B7": {"lanes": ["a", "c"]}}},
             r"benchmarks.B7.lanes\[1\]: unknown lane 'c'",
         ),
