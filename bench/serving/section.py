@@ -82,6 +82,15 @@ def goals_b7(r: dict[str, Any]) -> list[Goal]:
          _fewer(r, vs_profile, "serving_pods_evicted")),
         (f"scale-up p95 per GPU size within one HPA sync interval ({sync:g} s) of {gate}",
          scale_up_within(r, "product", gate)),
+        ("product beside the gate: serving pods evicted ≤ 0.6 of Karpenter + its gate,"
+         " ranges apart", _at_most(r, "product-gate / karpenter-gate", "serving_pods_evicted",
+                                   0.6, apart=True)),
+        ("product beside the gate: fewer serving pods evicted than profile + gate, ranges apart",
+         _fewer(r, "product-gate / profile-gate", "serving_pods_evicted")),
+        (f"product beside the gate: scale-up p95 within {sync:g} s of {gate}",
+         scale_up_within(r, "product-gate", gate)),
+        (f"the same with the chart's GPU headroom: scale-up p95 within {sync:g} s of {gate}",
+         scale_up_within(r, "product-gate-headroom", gate)),
     ]  # fmt: skip
 
 

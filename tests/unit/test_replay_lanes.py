@@ -14,12 +14,13 @@ from bench.replay.lane import deployment, karpenter_options
 from bench.replay.plan import Shape, Timers
 
 
-def test_the_shipped_file_gives_b7_its_four_standard_lanes_and_the_gate_beside_the_product() -> (
+def test_the_shipped_file_gives_b7_its_standard_lanes_the_product_beside_the_gate_and_headroom() -> (
     None
 ):
     b7 = lane_spec.benchmark("B7")
     assert [lane.name for lane in b7.lanes] == [
         "karpenter-alone", "karpenter-gate", "profile-gate", "product", "product-gate",
+        "product-gate-headroom",
     ]  # fmt: skip
     by = {lane.name: lane for lane in b7.lanes}
     assert by["karpenter-gate"].karpenter_gates == {"PodDeletionCostManagement": True}
@@ -27,6 +28,7 @@ def test_the_shipped_file_gives_b7_its_four_standard_lanes_and_the_gate_beside_t
     assert not by["profile-gate"].product
     assert by["product"].product
     assert not by["product"].karpenter_gates
+    assert by["product-gate-headroom"].headroom == 2
     assert ("product", "karpenter-gate") in b7.comparisons()
     assert b7.comparisons()[0] == ("karpenter-gate", "karpenter-alone")
 
