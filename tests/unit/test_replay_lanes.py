@@ -14,9 +14,7 @@ from bench.replay.lane import deployment, karpenter_options
 from bench.replay.plan import Shape, Timers
 
 
-def test_the_shipped_file_gives_b7_its_standard_lanes_the_product_beside_the_gate_and_headroom() -> (
-    None
-):
+def test_b7_runs_the_standard_lanes_the_product_beside_the_gate_and_headroom() -> None:
     b7 = lane_spec.benchmark("B7")
     assert [lane.name for lane in b7.lanes] == [
         "karpenter-alone", "karpenter-gate", "profile-gate", "product", "product-gate",
