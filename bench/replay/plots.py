@@ -83,6 +83,7 @@ def draw_choice(result: dict[str, Any], plan: Plan, title: str, path: Path) -> N
     if bound:
         scatter.axhline(bound, color="black", linewidth=0.6, linestyle="--")
         scatter.annotate("offline bound", (0, bound), fontsize=7, va="bottom")
+    scatter.set_xlim(left=-0.5)
     scatter.set_xlabel("serving pods evicted by Karpenter (bound: 0)")
     scatter.set_ylabel("GPU dollars (trace clock)")
     scatter.set_title("each run: dollars against evictions")
