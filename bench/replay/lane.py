@@ -143,7 +143,12 @@ class LaneRun:
             self._wait_for_hints()
         if spec.headroom:
             # The chart's own template, so that the lane measures what an install deploys.
-            held = chart.render(HEADROOM, values={"headroom": {"replicas": spec.headroom}})
+            gpus = {"nvidia.com/gpu": spec.headroom_gpus}
+            values = {
+                "replicas": spec.headroom,
+                "resources": {"requests": {**gpus, "cpu": "10m"}, "limits": gpus},
+            }
+            held = chart.render(HEADROOM, values={"headroom": values})
             cluster.kubectl("apply", "-f", "-", objects=held)
         self.watcher = Watcher(cluster.server, cluster.ssl_context(), self.namespace)
         self.watcher.start()

@@ -44,8 +44,9 @@ class LaneSpec:
     karpenter_gates: Mapping[str, bool] = field(default_factory=dict)
     gpu_consolidation: str = "WhenEmptyOrUnderutilized"
     gpu_pod_annotations: Mapping[str, str] = field(default_factory=dict)
-    # The chart's GPU headroom: placeholder pods of 1 GPU each (0: none).
+    # The chart's GPU headroom: `replicas` placeholder pods of `gpus` GPUs each (0: none).
     headroom: int = 0
+    headroom_gpus: int = 1
 
     @property
     def product(self) -> bool:
@@ -128,9 +129,7 @@ def _lane(path: Path, name: str, doc: Any) -> LaneSpec:
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
         raise _fail(path, f"{where}.gpu_pod_annotations", "a mapping of strings to strings")
-    headroom = doc.get("headroom", 0)
-    if isinstance(headroom, bool) or not isinstance(headroom, int) or headroom < 0:
-        raise _fail(path, f"{where}.headroom", "a whole number of placeholder pods, 0 or more")
+    headroom, headroom_gpus = _headroom(path, f"{where}.headroom", doc.get("headroom"))
     scheduler = doc.get("scheduler")
     if scheduler is not None and not isinstance(scheduler, str):
         raise _fail(path, f"{where}.scheduler", "a schedulerName is required")
@@ -144,7 +143,26 @@ def _lane(path: Path, name: str, doc: Any) -> LaneSpec:
         consolidation,
         dict(annotations),
         headroom,
+        headroom_gpus,
     )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _headroom(path: Path, where: str, doc: Any) -> tuple[int, int]:
+    """(placeholders, GPUs each) from `{replicas: N, gpus: G}`; absent: none."""
+    if doc is None:
+        return 0, 1
+    if not isinstance(doc, Mapping) or set(doc) - {"replicas", "gpus"}:
+        raise _fail(path, where, "a mapping {replicas: N, gpus: G} is required")
+    replicas, gpus = doc.get("replicas", 0), doc.get("gpus", 1)
+    if not _whole(replicas):
+        raise _fail(path, f"{where}.replicas", "a whole number of placeholder pods, 0 or more")
+    if not _whole(gpus) or gpus < 1:
+        raise _fail(path, f"{where}.gpus", "a whole number of GPUs a placeholder holds, 1 or more")
+    return replicas, gpus
 
 
 def read(path: Path = LANES_FILE) -> tuple[dict[str, LaneSpec], dict[str, Benchmark]]:

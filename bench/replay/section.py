@@ -78,7 +78,10 @@ def lanes_list(r: dict[str, Any]) -> list[str]:
         for key, value in (spec.get("gpu_pod_annotations") or {}).items():
             parts.append(f"GPU pods annotated {key}: {value}")
         if spec.get("headroom"):
-            parts.append(f"the chart's GPU headroom: {spec['headroom']} placeholder(s) of 1 GPU")
+            gpus = spec.get("headroom_gpus", 1)
+            parts.append(
+                f"the chart's GPU headroom: {spec['headroom']} placeholder(s) of {gpus} GPU"
+            )
         out.append(
             f"- `{name}` ({spec.get('label', name)}): " + ("; ".join(parts) or "nothing added")
         )

@@ -126,6 +126,7 @@ def spec_record(spec: LaneSpec) -> dict[str, Any]:
         "gpu_consolidation": spec.gpu_consolidation,
         "gpu_pod_annotations": dict(spec.gpu_pod_annotations),
         "headroom": spec.headroom,
+        "headroom_gpus": spec.headroom_gpus,
     }
 
 

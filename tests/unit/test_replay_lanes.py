@@ -26,7 +26,10 @@ def test_b7_runs_the_standard_lanes_the_product_beside_the_gate_and_headroom() -
     assert not by["profile-gate"].product
     assert by["product"].product
     assert not by["product"].karpenter_gates
-    assert by["product-gate-headroom"].headroom == 2
+    assert (by["product-gate-headroom"].headroom, by["product-gate-headroom"].headroom_gpus) == (
+        2,
+        2,
+    )
     assert ("product", "karpenter-gate") in b7.comparisons()
     assert b7.comparisons()[0] == ("karpenter-gate", "karpenter-alone")
 
@@ -34,7 +37,7 @@ def test_b7_runs_the_standard_lanes_the_product_beside_the_gate_and_headroom() -
 def test_b7e_runs_the_configurations_that_evict_nothing() -> None:
     b7e = {lane.name: lane for lane in lane_spec.benchmark("B7E").lanes}
     assert {n for n, lane in b7e.items() if lane.gpu_consolidation == "WhenEmpty"} == {
-        "when-empty-alone", "when-empty-gate", "when-empty-product",
+        "when-empty-alone", "when-empty-gate", "when-empty-product", "when-empty-product-headroom",
     }  # fmt: skip
     dnd = {n for n, lane in b7e.items() if lane.gpu_pod_annotations}
     assert dnd == {"do-not-disrupt-alone", "do-not-disrupt-product"}
@@ -94,8 +97,16 @@ GOOD: dict[str, Any] = {
             "lanes.a.karpenter_gates: a mapping of gate name to true or false",
         ),
         (
-            {"lanes": {"a": {"colour": "red", "headroom": -1}}},
-            "lanes.a.headroom: a whole number of placeholder pods",
+            {"lanes": {"a": {"colour": "red", "headroom": {"replicas": -1}}}},
+            "lanes.a.headroom.replicas: a whole number of placeholder pods",
+        ),
+        (
+            {"lanes": {"a": {"colour": "red", "headroom": {"replicas": 1, "gpus": 0}}}},
+            "lanes.a.headroom.gpus: a whole number of GPUs a placeholder holds",
+        ),
+        (
+            {"lanes": {"a": {"colour": "red", "headroom": 2}}},
+            r"lanes.a.headroom: a mapping \{replicas: N, gpus: G\} is required",
         ),
         (
             {"benchmarks": {"B7": {"lanes": ["a", "c"]}}},
