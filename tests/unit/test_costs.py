@@ -278,7 +278,7 @@ def test_a_sum_beyond_int32_is_clamped_to_int32() -> None:
     ],
 )
 def test_the_readme_worked_example(pod: str, capacity: str, fill_mcpu: int, cost: int) -> None:
-    # README "Deletion cost": the spot-first-web example policy on three nodes.
+    # docs/deletion-cost.md: the spot-first-web example policy on three nodes.
     doc = yaml.safe_load((REPO / "examples" / "spot-first-web.yaml").read_text())
     policy = DeletionCost.model_validate(doc["spec"]["deletionCost"])
     inputs = on(

@@ -120,7 +120,7 @@ ORDER_POLICIES = {
     },
 }
 # `make test` runs each direction once; the acceptance's ten of ten,
-# SCHEDPOLICY_CONSOLIDATION_RUNS=10 (README, Deletion cost).
+# SCHEDPOLICY_CONSOLIDATION_RUNS=10 (docs/deletion-cost.md).
 ORDER_RUNS = int(os.environ.get("SCHEDPOLICY_CONSOLIDATION_RUNS", "1"))
 # Karpenter keeps a node it nominated for a pending pod out of consolidation this long.
 NOMINATION_WINDOW = 10
