@@ -87,7 +87,7 @@ def test_no_class_or_function_is_too_long() -> None:
 
 
 MAX_MODULE = 400
-# Modules allowed past MAX_MODULE, each with its reason (docs/architecture.md's layout section lists them).
+# Modules allowed past MAX_MODULE, each with its reason (listed in docs/architecture.md).
 LONG_MODULES: dict[str, str] = {}
 
 
