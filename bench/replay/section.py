@@ -99,7 +99,8 @@ def figures_table(r: dict[str, Any]) -> list[str]:
     void = set() if r.get(GPUS_FROM_ALLOCATABLE) else PROVISIONED
     for key, title in FIGURE_NAMES.items():
         if key in void:
-            rows.append(f"| {title} | void in this result: GPUs undercounted (see docs/benchmarks.md) |")
+            void_row = "void in this result: GPUs undercounted (see docs/benchmarks.md)"
+            rows.append(f"| {title} | {void_row} |")
             continue
         rows.append(f"| {title} | " + " | ".join(cell(lanes[n][key]) for n in names) + " |")
     return rows
