@@ -8,6 +8,7 @@ from typing import get_args
 from prometheus_client import Counter, Gauge, Histogram
 
 from schedpolicy.core.deletion_cost.samples import RejectReason
+from schedpolicy.core.gpu.labels import Unlabelled
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",
@@ -125,12 +126,12 @@ GPU_NODES_UNLABELLED = Gauge(
 )
 
 
-UNLABELLED_REASONS = ("no-allocatable-gpus", "unknown-gpu", "refused")
+UNLABELLED_REASONS: tuple[Unlabelled, ...] = get_args(Unlabelled)
 
 
-def set_unlabelled(reasons: Mapping[str, int]) -> None:
+def set_unlabelled(reasons: Mapping[Unlabelled, int]) -> None:
     GPU_NODES_UNLABELLED.clear()
-    for reason in (*UNLABELLED_REASONS, *(r for r in reasons if r not in UNLABELLED_REASONS)):
+    for reason in UNLABELLED_REASONS:
         GPU_NODES_UNLABELLED.labels(reason=reason).set(reasons.get(reason, 0))
 
 

@@ -32,7 +32,7 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
     decision = result.decision
     keys: tuple[str, ...] = ()
     if result.match.policy and result.match.policy.spec.node_labels:
-        keys = label_keys(result.match.policy.spec.node_labels.gpu)
+        keys = label_keys(result.match.policy.spec.node_labels.gpu.label_prefix)
     return {
         "node": name,
         "allocatableGPUs": record.allocatable_gpus,
