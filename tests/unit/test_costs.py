@@ -349,7 +349,7 @@ def test_plan(
     reason: str,
 ) -> None:
     result = plan(pod, policy, cost_spec, decision)
-    assert (result.action, result.reason) == (action, reason)
+    assert (result.action, result.label) == (action, reason)
     if action == "write":
         assert result.value == "-500"
     if action == "remove":

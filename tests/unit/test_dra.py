@@ -13,7 +13,7 @@ from schedpolicy.core.consolidation import fill
 from schedpolicy.core.consolidation.api import NodeConsolidationSignal
 from schedpolicy.core.deletion_cost import costs
 from schedpolicy.core.gpu import dra
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.device_selectors import DeviceView, SelectorError, evaluate, parse
 from schedpolicy.view import snapshot

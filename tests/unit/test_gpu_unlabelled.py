@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from localcluster import dra_driver as drv
 from schedpolicy.core.gpu import dra
 from schedpolicy.core.gpu.api import GPULabels
-from schedpolicy.core.gpu.labels import Unlabelled, decide
+from schedpolicy.core.gpu.label_rules import Unlabelled, decide
 from schedpolicy.core.gpu.products import memory_agrees, mig_profile_mib
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.gpu.label_sync import LabelSync

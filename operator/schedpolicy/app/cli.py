@@ -20,7 +20,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import LeaseSettings
@@ -257,7 +257,7 @@ def _lease(args: argparse.Namespace, identity: str) -> LeaseSettings | None:
     )
 
 
-def _instance() -> str:
+def _identity() -> str:
     """Unique per process, so the Lease and the audit log tell replicas apart."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
@@ -275,15 +275,15 @@ def _run(args: argparse.Namespace) -> int:
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    instance = _instance()
+    identity = _identity()
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
         metrics=_metrics(args),
         write_concurrency=args.write_concurrency,
         pending_threshold_seconds=args.pending_threshold_seconds,
-        lease=_lease(args, instance),
-        instance=instance,
+        lease=_lease(args, identity),
+        identity=identity,
         liveness_port=args.liveness_port,
         admitted_label_prefixes=args.admitted_label_prefixes,
         admission=AdmissionSettings(
@@ -312,7 +312,7 @@ def _webhook(args: argparse.Namespace) -> int:
         metrics=_metrics(args),
         health_port=args.health_port,
         shutdown_delay=args.shutdown_delay,
-        instance=_instance(),
+        identity=_identity(),
     )
 
     async def until_signalled() -> None:

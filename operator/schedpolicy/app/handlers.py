@@ -24,7 +24,7 @@ from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import credentials, feeds, kube, metrics
 from schedpolicy.shell.deletion_cost.scraper import Scraper
 from schedpolicy.shell.informer import Informer
-from schedpolicy.shell.instance_guard import InstanceGuard
+from schedpolicy.shell.install_guard import InstallGuard
 from schedpolicy.shell.leadership import Leadership
 from schedpolicy.shell.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.shell.placement.admission_sync import AdmissionSync
@@ -53,7 +53,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     settings.admission.managed = None
 
     metrics.zero_controller_series()
-    memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
+    memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.identity)
     memo.reconciler = Reconciler(
         memo.kube,
         memo.view,
@@ -96,7 +96,7 @@ def _lead(memo: OperatorState, reconciler: Reconciler) -> None:
     else:
         # The leader of each install holds a Lease of the same name in its own namespace:
         # while an older install's is live, this one writes nothing.
-        guard = InstanceGuard(
+        guard = InstallGuard(
             memo.kube,
             memo.config.lease.name,
             memo.config.lease.namespace,

@@ -32,7 +32,7 @@ class RunConfig:
     pending_threshold_seconds: float = 60.0
     lease: LeaseSettings | None = None  # None: no leader election, this process always writes
     liveness_port: int = 0
-    instance: str = field(default_factory=socket.gethostname)
+    identity: str = field(default_factory=socket.gethostname)
     # The admission guard's node label prefixes (None: not told; the apiserver judges).
     admitted_label_prefixes: frozenset[str] | None = None
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)

@@ -8,7 +8,7 @@ from typing import get_args
 from prometheus_client import Counter, Gauge, Histogram
 
 from schedpolicy.core.deletion_cost.samples import RejectReason
-from schedpolicy.core.gpu.labels import Unlabelled
+from schedpolicy.core.gpu.label_rules import Unlabelled
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",

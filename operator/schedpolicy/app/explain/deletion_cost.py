@@ -91,7 +91,7 @@ def write_state(
         now=now.timestamp(),
     )
     if gate.verdict == "idle":
-        return {"pending": False, "reason": plan.reason}
+        return {"pending": False, "reason": plan.label}
     state: dict[str, Any] = {
         "pending": True,
         "action": plan.action,

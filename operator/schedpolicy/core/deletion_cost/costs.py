@@ -243,6 +243,20 @@ def decide(spec: DeletionCost, inputs: CostInputs, now: datetime) -> CostDecisio
 # ---- what to do with the annotation ------------------------------------------------------
 
 PlanAction = Literal["write", "remove", "none"]
+# Why a plan is what it is. The metric label of a held plan also names the sample's problem
+# (held-stale), from the decision: see CostPlan.label.
+PlanReason = Literal[
+    "changed",
+    "unchanged",
+    "foreign-cost",
+    "terminating",
+    "node-leaving",
+    "not-replicaset",
+    "no-policy",
+    "unscheduled",
+    "held",
+    "karpenter-gate",
+]
 
 
 @dataclass(frozen=True)
@@ -251,7 +265,7 @@ class CostPlan:
     # The pod-deletion-cost to write, or (for remove) the value expected there now. None in a
     # write leaves it alone (Karpenter's gate owns it) and writes `karpenter` only.
     value: str | None
-    reason: str  # why nothing is written, as a metric label: unchanged, foreign-cost, ...
+    reason: PlanReason
     policy: str | None = None
     decision: CostDecision | None = None
     # karpenter.sh/disruption-cost in the same patch: the value to write, or (for remove)
@@ -259,6 +273,13 @@ class CostPlan:
     karpenter: str | None = None
     # pod-deletion-cost is left to Karpenter's gate (core/deletion_cost/karpenter_gate.py)
     yields: bool = False
+
+    @property
+    def label(self) -> str:
+        """The reason as the metrics and explain name it: a held plan says what held it."""
+        if self.reason == "held" and self.decision is not None and self.decision.hold:
+            return f"held-{self.decision.hold.reason}"
+        return self.reason
 
 
 @dataclass(frozen=True)
@@ -302,7 +323,7 @@ def plan(
     ours_karpenter = pod.karpenter_current if pod.karpenter_ours else None
     if not pod.replicaset_owned or policy is None or spec is None or decision is None:
         if pod.current is not None and pod.ours:
-            why = "not-replicaset" if not pod.replicaset_owned else "no-policy"
+            why: PlanReason = "not-replicaset" if not pod.replicaset_owned else "no-policy"
             return CostPlan("remove", pod.current, why, policy, decision, ours_karpenter)
         return CostPlan("none", None, "not-replicaset" if not pod.replicaset_owned else "no-policy")
     if not pod.scheduled:
@@ -311,8 +332,7 @@ def plan(
         # rate limit would then delay the real cost once the pod is bound.
         return CostPlan("none", None, "unscheduled", policy, decision)
     if decision.final is None:
-        reason = f"held-{decision.hold.reason}" if decision.hold else "held"
-        return CostPlan("none", None, reason, policy, decision)
+        return CostPlan("none", None, "held", policy, decision)
     desired = str(decision.final)
     karpenter = None if decision.karpenter is None else str(decision.karpenter)
     if pod.karpenter_gate:
@@ -339,7 +359,7 @@ def _yield(
     write after the gate deleted it, and takeOver does not change that (the gate would undo
     it every cycle). The policy's karpenter.sh/disruption-cost, which the gate ranks by, is
     still written, on the usual terms."""
-    reason = karpenter_gate.PLAN_REASON
+    reason: PlanReason = karpenter_gate.PLAN_REASON
     if karpenter is None or pod.karpenter_current == karpenter:
         return CostPlan("none", None, reason, policy, decision, yields=True)
     if pod.karpenter_current is not None and not pod.karpenter_ours and not spec.take_over:

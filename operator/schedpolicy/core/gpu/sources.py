@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from schedpolicy.core.gpu import dra
 from schedpolicy.core.gpu.api import GPULabels
@@ -44,12 +45,25 @@ class GPUFacts:
     detail: str
 
 
+# Why a source's input would make the labels lie.
+RefusalReason = Literal[
+    "device-in-two-pools",
+    "memory-implausible",
+    "mig-devices",
+    "mig-invalid",
+    "mixed-devices",
+    "more-devices-than-cards",
+    "sharing-unknown",
+    "unknown-model",
+]
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A source had input about this node, and it would make the labels lie."""
 
     source: str
-    reason: str  # a short kebab-case word: the metric's `reason` label
+    reason: RefusalReason  # the metric's `reason` label
     message: str
 
 

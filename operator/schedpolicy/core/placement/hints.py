@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core.gpu.labels import label_keys
+from schedpolicy.core.gpu.label_rules import label_keys
 from schedpolicy.core.placement import gpu_offers, node_terms
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.policy.matching import Policy

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
 from schedpolicy.shell.echoes import Echoes
@@ -21,7 +21,7 @@ from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.kube_errors import Gone, KubeError, PreconditionFailed, Transient
 from schedpolicy.view.cluster import ClusterView, NodeRecord
-from schedpolicy.view.gpu import labels as gpu_labels
+from schedpolicy.view.gpu import node_labels as gpu_labels
 
 log = logging.getLogger("schedpolicy.labels")
 
