@@ -23,9 +23,11 @@ from schedpolicy.core import api
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import credentials, feeds, kube, metrics
 from schedpolicy.shell.deletion_cost.scraper import Scraper
+from schedpolicy.shell.events import Events
 from schedpolicy.shell.informer import Informer
 from schedpolicy.shell.install_guard import InstallGuard
 from schedpolicy.shell.leadership import Leadership
+from schedpolicy.shell.memory_guard import MemoryGuard, policy_refs
 from schedpolicy.shell.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.shell.placement.admission_sync import AdmissionSync
 from schedpolicy.shell.reconciler import Reconciler
@@ -71,6 +73,11 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         name = f"informer-{informer.resource.kind}"
         memo.tasks.append(asyncio.create_task(informer.run(), name=name))
     memo.tasks.append(asyncio.create_task(_sync(memo, informers), name="sync-barrier"))
+    guard = MemoryGuard(
+        Events(memo.kube),
+        lambda: policy_refs((o.name, o.uid) for o in memo.view.policy_objects()),
+    )
+    memo.tasks.append(asyncio.create_task(guard.run(), name="memory-guard"))
     _lead(memo, memo.reconciler)
 
 

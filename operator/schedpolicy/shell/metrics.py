@@ -203,3 +203,19 @@ def set_leader(leading: bool) -> None:
     if not leading:
         # A follower's copy of the conditions would go stale and double-count in sums.
         POLICY_CONDITION.clear()
+
+
+MEMORY_LIMIT = Gauge(
+    "schedpolicy_memory_limit_bytes",
+    "The cgroup memory limit of this process (its container's limits.memory), read from the"
+    " cgroup; 0 when there is none. Compare with process_resident_memory_bytes.",
+)
+MEMORY_NEAR_LIMIT = Gauge(
+    "schedpolicy_memory_near_limit",
+    "1 while resident memory is at or above 85% of the cgroup limit, else 0.",
+)
+
+
+def set_memory(limit: int | None, near: bool) -> None:
+    MEMORY_LIMIT.set(limit or 0)
+    MEMORY_NEAR_LIMIT.set(1 if near else 0)
