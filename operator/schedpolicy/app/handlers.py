@@ -76,6 +76,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     guard = MemoryGuard(
         Events(memo.kube),
         lambda: policy_refs((o.name, o.uid) for o in memo.view.policy_objects()),
+        threshold=memo.config.memory_near_ratio,
     )
     memo.tasks.append(asyncio.create_task(guard.run(), name="memory-guard"))
     _lead(memo, memo.reconciler)

@@ -12,6 +12,7 @@ import asyncio
 import socket
 from dataclasses import dataclass, field
 
+from schedpolicy.core.memory_pressure import NEAR
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
@@ -30,6 +31,7 @@ class RunConfig:
     write_concurrency: int = 16
     metrics: MetricsServing = field(default_factory=MetricsServing)
     pending_threshold_seconds: float = 60.0
+    memory_near_ratio: float = NEAR
     lease: LeaseSettings | None = None  # None: no leader election, this process always writes
     liveness_port: int = 0
     identity: str = field(default_factory=socket.gethostname)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from schedpolicy.core import api
-from schedpolicy.core.memory_pressure import MemoryReading, crossed_into, parse_limit
+from schedpolicy.core.memory_pressure import NEAR, MemoryReading, crossed_into, parse_limit
 from schedpolicy.shell import metrics
 from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import ObjectRef
@@ -62,12 +62,14 @@ class MemoryGuard:
         events: Events,
         policies: Callable[[], Iterable[ObjectRef]],
         interval: float = 10.0,
+        threshold: float = NEAR,
         files: list[Path] | None = None,
         rss: Callable[[], int] = read_rss,
     ) -> None:
         self.events = events
         self.policies = policies
         self.interval = interval
+        self.threshold = threshold
         self.files = limit_files() if files is None else files
         self.rss = rss
         self.near = False
@@ -77,7 +79,7 @@ class MemoryGuard:
 
     async def check(self) -> MemoryReading:
         reading = self.read()
-        now = reading.near()
+        now = reading.near(self.threshold)
         metrics.set_memory(reading.limit, now)
         if crossed_into(self.near, now):
             message = f"{os.environ.get('POD_NAME', 'the controller')}: {reading.describe()}"

@@ -212,7 +212,8 @@ MEMORY_LIMIT = Gauge(
 )
 MEMORY_NEAR_LIMIT = Gauge(
     "schedpolicy_memory_near_limit",
-    "1 while resident memory is at or above 85% of the cgroup limit, else 0.",
+    "1 while resident memory is at or above --memory-near-ratio (0.85 by default) of the"
+    " cgroup limit, else 0.",
 )
 
 
