@@ -434,6 +434,37 @@ def test_auto_mode_compiles_by_discovery(installed: LocalCluster) -> None:
     assert webhook_mutations(installed.audit_log, APP_NS) == before
 
 
+def test_the_controller_warns_before_its_memory_limit(installed: LocalCluster) -> None:
+    """The controller reads its memory limit from the cgroup the kubelet made for its
+    container on the real node, and warns on every policy when it is near it. Told to warn at
+    1% of the chart's 512Mi limit, both replicas do at once."""
+    chart.install(
+        installed.kubeconfig,
+        VALUES,
+        "admission.mode=auto",  # as the test before left it
+        "operator.memoryNearRatio=0.01",
+        upgrade=True,
+    )
+    pods = {p["metadata"]["name"] for p in component_pods(installed)["operator"]}
+
+    def warned() -> list[dict[str, Any]] | None:
+        events = get(
+            installed, "events", "-n", "default", "--field-selector", "reason=MemoryNearLimit"
+        )
+        mine = [e for e in events["items"] if any(e["message"].startswith(p) for p in pods)]
+        policies = {e["involvedObject"]["name"] for e in mine}
+        return mine if policies >= {"incluster-apps"} else None
+
+    events = wait_until(warned, within=90, what="MemoryNearLimit Events on the policies")
+    print(f"memory guard: {events[0]['message']}")
+    for event in events:
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "SchedulingPolicy"
+        # The limit is the container's own, as the kernel enforces it.
+        assert "of the cgroup limit of 512 MiB" in event["message"]
+    chart.install(installed.kubeconfig, VALUES, "admission.mode=auto", upgrade=True)
+
+
 # ---- uninstall, and a broken install ---------------------------------------------------------
 
 

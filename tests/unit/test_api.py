@@ -51,7 +51,7 @@ def test_defaults() -> None:
     assert spec.deletion_cost is not None
     cost = spec.deletion_cost
     assert (cost.bucket, cost.min, cost.max, cost.take_over) == (100, -1000, 1000, False)
-    assert cost.signals[0].consolidation().points == 500
+    assert cost.signals[0].params().points == 500
     assert spec.node_labels is not None
     assert spec.node_labels.gpu.label_prefix == "schedpolicy.io"
     assert spec.node_labels.gpu.sources == [

@@ -10,14 +10,15 @@ from localcluster.binaries import REPO
 from schedpolicy.core.deletion_cost.api import DeletionCost
 from schedpolicy.core.deletion_cost.costs import (
     CostDecision,
-    CostInputs,
     PodCostState,
     bucket_down,
-    capacity_type,
     decide,
     plan,
 )
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample
+from schedpolicy.core.deletion_cost.signals.base import CostInputs, ZoneSpread
+from schedpolicy.core.deletion_cost.signals.capacity_type import capacity_type
+from schedpolicy.core.deletion_cost.signals.metric import MetricSignal
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ZONE = "topology.kubernetes.io/zone"
@@ -27,8 +28,18 @@ def spec(*signals: dict[str, Any], **extra: Any) -> DeletionCost:
     return DeletionCost.model_validate({"signals": list(signals), **extra})
 
 
-def on(node_labels: dict[str, str] | None = None, **kw: Any) -> CostInputs:
-    return CostInputs(node_name="n1", node_labels=node_labels or {}, pod_uid="uid-1", **kw)
+def on(
+    node_labels: dict[str, str] | None = None,
+    *,
+    zone_counts: dict[str, int] | None = None,
+    eligible_zones: frozenset[str] = frozenset(),
+    zone_rank: int | None = None,
+    **kw: Any,
+) -> CostInputs:
+    spread = ZoneSpread(zone_counts or {}, eligible_zones, zone_rank)
+    return CostInputs(
+        node_name="n1", node_labels=node_labels or {}, pod_uid="uid-1", spread=spread, **kw
+    )
 
 
 CAPACITY = {
@@ -88,7 +99,7 @@ def test_unbound_pod_scores_zero_everywhere() -> None:
 )
 def test_node_consolidation(alloc: int, used: int, points: int) -> None:
     s = spec({"type": "NodeConsolidation", "nodeConsolidation": {"points": 400}}, bucket=1)
-    decision = decide(s, on(node_allocatable={"cpu": alloc}, node_requested={"cpu": used}), NOW)
+    decision = decide(s, on(allocatable={"cpu": alloc}, requested={"cpu": used}), NOW)
     assert decision.signals[0].points == points
 
 
@@ -137,6 +148,8 @@ METRIC = {
         "bands": [{"min": 0, "points": 0}, {"min": 10, "points": 200}, {"min": 100, "points": 700}],
     },
 }
+# Samples are keyed by where they are read from (the default annotation here).
+METRIC_SOURCE = MetricSignal.model_validate(METRIC["metric"]).source_key()
 
 
 @pytest.mark.parametrize(
@@ -144,12 +157,12 @@ METRIC = {
 )
 def test_metric_bands(value: float, points: int) -> None:
     sample = Sample(value, NOW, "uid-1")
-    assert decide(spec(METRIC), on(samples={0: sample}), NOW).final == points
+    assert decide(spec(METRIC), on(samples={METRIC_SOURCE: sample}), NOW).final == points
 
 
 def test_metric_below_lowest_band_scores_zero() -> None:
     s = spec({**METRIC, "metric": {**METRIC["metric"], "bands": [{"min": 5, "points": 900}]}})
-    assert decide(s, on(samples={0: Sample(1, NOW, None)}), NOW).final == 0
+    assert decide(s, on(samples={METRIC_SOURCE: Sample(1, NOW, None)}), NOW).final == 0
 
 
 @pytest.mark.parametrize(
@@ -165,7 +178,7 @@ def test_metric_below_lowest_band_scores_zero() -> None:
     ],
 )
 def test_untrusted_sample_holds_the_cost(found: Sample | Rejection | None, reason: str) -> None:
-    samples = {1: found} if found is not None else {}
+    samples = {METRIC_SOURCE: found} if found is not None else {}
     decision = decide(
         spec(CAPACITY, METRIC), on({"karpenter.sh/capacity-type": "spot"}, samples=samples), NOW
     )
@@ -220,8 +233,8 @@ def test_signals_sum_and_the_explanation_shows_every_step() -> None:
     )
     inputs = on(
         {"karpenter.sh/capacity-type": "spot", ZONE: "a"},
-        node_allocatable={"cpu": 4000},
-        node_requested={"cpu": 1000},
+        allocatable={"cpu": 4000},
+        requested={"cpu": 1000},
         zone_counts={"a": 4, "b": 2},
         eligible_zones=frozenset({"a", "b"}),
     )
@@ -255,7 +268,7 @@ def test_zones_tied_for_least_filled_score_alike() -> None:
 def test_consolidation_is_exact_integer_arithmetic() -> None:
     # As floats, 700 x (700/1000) is 489.99999999999994; floor of that would lose a point.
     s = spec({"type": "NodeConsolidation", "nodeConsolidation": {"points": 700}}, bucket=10)
-    decision = decide(s, on(node_allocatable={"cpu": 1000}, node_requested={"cpu": 700}), NOW)
+    decision = decide(s, on(allocatable={"cpu": 1000}, requested={"cpu": 700}), NOW)
     assert (decision.signals[0].points, decision.final) == (490, 490)
 
 
@@ -283,8 +296,8 @@ def test_the_readme_worked_example(pod: str, capacity: str, fill_mcpu: int, cost
     policy = DeletionCost.model_validate(doc["spec"]["deletionCost"])
     inputs = on(
         {"karpenter.sh/capacity-type": capacity},
-        node_allocatable={"cpu": 1000},
-        node_requested={"cpu": fill_mcpu},
+        allocatable={"cpu": 1000},
+        requested={"cpu": fill_mcpu},
     )
     assert decide(policy, inputs, NOW).final == cost, pod
 
@@ -349,7 +362,7 @@ def test_plan(
     reason: str,
 ) -> None:
     result = plan(pod, policy, cost_spec, decision)
-    assert (result.action, result.reason) == (action, reason)
+    assert (result.action, result.label) == (action, reason)
     if action == "write":
         assert result.value == "-500"
     if action == "remove":

@@ -12,7 +12,8 @@ from schedpolicy.core.api import SpecError, parse_spec
 from schedpolicy.core.consolidation.api import NodeConsolidationSignal
 from schedpolicy.core.consolidation.fill import amount, node_fill
 from schedpolicy.core.deletion_cost.api import DeletionCost
-from schedpolicy.core.deletion_cost.costs import CostInputs, decide
+from schedpolicy.core.deletion_cost.costs import decide
+from schedpolicy.core.deletion_cost.signals.base import CostInputs
 from schedpolicy.view.cluster import ClusterView, node_record, pod_record
 from schedpolicy.view.deletion_cost import decisions
 
@@ -100,7 +101,7 @@ def test_dominant_share(
     dominant: str | None,
     words: tuple[str, ...],
 ) -> None:
-    inputs = CostInputs(node_name="g1", node_allocatable=allocatable, node_requested=requested)
+    inputs = CostInputs(node_name="g1", allocatable=allocatable, requested=requested)
     decision = decide(consolidation(resources), inputs, NOW)
     signal = decision.signals[0]
     assert signal.points == points, case
@@ -118,9 +119,7 @@ def test_cpu_alone_scores_exactly_as_before() -> None:
         {"signals": [{"type": "NodeConsolidation", "nodeConsolidation": {"points": 700}}]}
     )
     for used in range(0, 4_200, 7):
-        inputs = CostInputs(
-            node_name="n", node_allocatable={"cpu": 4_000}, node_requested={"cpu": used}
-        )
+        inputs = CostInputs(node_name="n", allocatable={"cpu": 4_000}, requested={"cpu": used})
         assert decide(spec, inputs, NOW).signals[0].points == 700 * min(used, 4_000) // 4_000
 
 

@@ -11,9 +11,10 @@ from localcluster import dra_driver as drv
 from schedpolicy.core.api import SpecError, parse_spec
 from schedpolicy.core.consolidation import fill
 from schedpolicy.core.consolidation.api import NodeConsolidationSignal
-from schedpolicy.core.deletion_cost import costs
+from schedpolicy.core.deletion_cost.signals import node_consolidation
+from schedpolicy.core.deletion_cost.signals.base import CostInputs
 from schedpolicy.core.gpu import dra
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.device_selectors import DeviceView, SelectorError, evaluate, parse
 from schedpolicy.view import snapshot
@@ -287,12 +288,13 @@ def test_consolidation_counts_dra_devices_into_the_gpu_share() -> None:
     params = NodeConsolidationSignal.model_validate(
         {"points": 800, "resources": ["nvidia.com/gpu"], "deviceClasses": ["gpu.nvidia.com"]}
     )
-    inputs = costs.CostInputs(
+    inputs = CostInputs(
         node_name="n1",
-        node_allocatable={"cpu": 8000},
-        device_shares={0: view.devices.share("n1", ["gpu.nvidia.com"])},
+        allocatable={"cpu": 8000},
+        device_shares={("gpu.nvidia.com",): view.devices.share("n1", ["gpu.nvidia.com"])},
     )
-    points, detail, fill = costs.consolidation(params, inputs, 0)
+    scored = node_consolidation.score(params, inputs, NOW)
+    points, detail, fill = scored.points, scored.detail, scored.fill
     assert points == 300  # 800 x 3/8
     assert fill is not None
     assert fill.dominant == "nvidia.com/gpu"

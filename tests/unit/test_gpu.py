@@ -13,7 +13,7 @@ import pytest
 
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.instance_table import INSTANCE_TYPES
-from schedpolicy.core.gpu.labels import decide, parse_admitted, plan
+from schedpolicy.core.gpu.label_rules import decide, parse_admitted, plan
 from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.gpu.products import normalize_product
 from schedpolicy.core.gpu.sources import parse_memory

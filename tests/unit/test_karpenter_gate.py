@@ -160,7 +160,7 @@ def test_what_the_gate_does_not_change(
     reason: str,
 ) -> None:
     result = plan(pod_state, policy, spec, decision)
-    assert (result.action, result.reason, result.yields) == (action, reason, False)
+    assert (result.action, result.label, result.yields) == (action, reason, False)
 
 
 def test_a_steering_patch_sets_only_the_disruption_cost() -> None:

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from prometheus_client import REGISTRY
 
-from schedpolicy.core.gpu.labels import LabelPlan
+from schedpolicy.core.gpu.label_rules import LabelPlan
 from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.wellknown import GFD_MEMORY, GFD_PRODUCT
 from schedpolicy.shell.events import Events

@@ -3,6 +3,7 @@
 - shell/kube.py is the one writer: the only module that imports ApiException, sends a
   request itself, or names an HTTP write verb or a generated write method.
 - No class over 250 lines and no function over 60, but for declarative tables.
+- A module's underscored names are its own: no other module imports or reaches them.
 """
 
 from __future__ import annotations
@@ -99,3 +100,45 @@ def test_no_module_is_too_long() -> None:
         and str(path.relative_to(PACKAGE)) not in LONG_MODULES
     ]
     assert too_long == []
+
+
+def _private_reaches(source: str) -> list[str]:
+    """Underscored names of schedpolicy modules that this source imports or reaches."""
+    tree = ast.parse(source)
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("schedpolicy"):
+            for alias in node.names:
+                modules.add(alias.asname or alias.name)
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"line {node.lineno}: imports {node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name.startswith("schedpolicy")}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
+            found.append(f"line {node.lineno}: reaches {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_another_ones_private_names(path: Path) -> None:
+    assert _private_reaches(path.read_text()) == []
+
+
+def test_the_check_sees_a_private_import_and_a_private_reach() -> None:
+    source = (
+        "from schedpolicy.core.placement.cel import _Program, cel_string\n"
+        "from schedpolicy.view import wire\n"
+        "x = wire._Hidden\n"
+        "from schedpolicy import __version__\n"
+    )
+    assert _private_reaches(source) == [
+        "line 1: imports schedpolicy.core.placement.cel._Program",
+        "line 3: reaches wire._Hidden",
+    ]

@@ -20,7 +20,8 @@ from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.memory_pressure import NEAR
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import LeaseSettings
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="a pod unscheduled on a policy's scheduler this long is reported",
+    )
+    run.add_argument(
+        "--memory-near-ratio",
+        type=_ratio,
+        default=NEAR,
+        help="warn when resident memory reaches this share of the cgroup's memory limit",
     )
     run.add_argument(
         "--admitted-label-prefixes",
@@ -257,7 +264,14 @@ def _lease(args: argparse.Namespace, identity: str) -> LeaseSettings | None:
     )
 
 
-def _instance() -> str:
+def _ratio(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{raw} is not a share in (0, 1]")
+    return value
+
+
+def _identity() -> str:
     """Unique per process, so the Lease and the audit log tell replicas apart."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
@@ -275,15 +289,16 @@ def _run(args: argparse.Namespace) -> int:
     # Kopf logs every successful handler call; with an event per pod change that is
     # the bulk of all output and a measurable cost on large clusters.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    instance = _instance()
+    identity = _identity()
     cfg = RunConfig(
         credentials=Credentials(kubeconfig=args.kubeconfig, context=args.context),
         heartbeat_seconds=args.heartbeat_seconds,
         metrics=_metrics(args),
         write_concurrency=args.write_concurrency,
         pending_threshold_seconds=args.pending_threshold_seconds,
-        lease=_lease(args, instance),
-        instance=instance,
+        memory_near_ratio=args.memory_near_ratio,
+        lease=_lease(args, identity),
+        identity=identity,
         liveness_port=args.liveness_port,
         admitted_label_prefixes=args.admitted_label_prefixes,
         admission=AdmissionSettings(
@@ -312,7 +327,7 @@ def _webhook(args: argparse.Namespace) -> int:
         metrics=_metrics(args),
         health_port=args.health_port,
         shutdown_delay=args.shutdown_delay,
-        instance=_instance(),
+        identity=_identity(),
     )
 
     async def until_signalled() -> None:

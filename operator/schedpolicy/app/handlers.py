@@ -23,9 +23,11 @@ from schedpolicy.core import api
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.shell import credentials, feeds, kube, metrics
 from schedpolicy.shell.deletion_cost.scraper import Scraper
+from schedpolicy.shell.events import Events
 from schedpolicy.shell.informer import Informer
-from schedpolicy.shell.instance_guard import InstanceGuard
+from schedpolicy.shell.install_guard import InstallGuard
 from schedpolicy.shell.leadership import Leadership
+from schedpolicy.shell.memory_guard import MemoryGuard, policy_refs
 from schedpolicy.shell.persistence import OwnResourceDiffBaseStorage, OwnResourceProgressStorage
 from schedpolicy.shell.placement.admission_sync import AdmissionSync
 from schedpolicy.shell.reconciler import Reconciler
@@ -53,7 +55,7 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
     settings.admission.managed = None
 
     metrics.zero_controller_series()
-    memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.instance)
+    memo.kube = await kube.Kube.connect(memo.config.credentials, memo.config.identity)
     memo.reconciler = Reconciler(
         memo.kube,
         memo.view,
@@ -71,6 +73,12 @@ async def start(settings: kopf.OperatorSettings, memo: OperatorState, **_: Any) 
         name = f"informer-{informer.resource.kind}"
         memo.tasks.append(asyncio.create_task(informer.run(), name=name))
     memo.tasks.append(asyncio.create_task(_sync(memo, informers), name="sync-barrier"))
+    guard = MemoryGuard(
+        Events(memo.kube),
+        lambda: policy_refs((o.name, o.uid) for o in memo.view.policy_objects()),
+        threshold=memo.config.memory_near_ratio,
+    )
+    memo.tasks.append(asyncio.create_task(guard.run(), name="memory-guard"))
     _lead(memo, memo.reconciler)
 
 
@@ -96,7 +104,7 @@ def _lead(memo: OperatorState, reconciler: Reconciler) -> None:
     else:
         # The leader of each install holds a Lease of the same name in its own namespace:
         # while an older install's is live, this one writes nothing.
-        guard = InstanceGuard(
+        guard = InstallGuard(
             memo.kube,
             memo.config.lease.name,
             memo.config.lease.namespace,

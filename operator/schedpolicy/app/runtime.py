@@ -33,7 +33,7 @@ async def run(cfg: RunConfig, stop_flag: threading.Event | None = None) -> None:
     stop = asyncio.Event()
     background = [asyncio.create_task(heartbeat(cfg.heartbeat_seconds, stop))]
     # Its own API client: the reviews must not queue behind the controller's writes.
-    reviewer = await Kube.connect(cfg.credentials, cfg.instance) if cfg.metrics.secure else None
+    reviewer = await Kube.connect(cfg.credentials, cfg.identity) if cfg.metrics.secure else None
     metrics = await secure_metrics.serve(cfg.metrics, reviewer, background)
     memo = OperatorState(config=cfg)
     # Up before kopf: a replica that cannot reach the apiserver is alive but not ready.

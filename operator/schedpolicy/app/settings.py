@@ -12,6 +12,7 @@ import asyncio
 import socket
 from dataclasses import dataclass, field
 
+from schedpolicy.core.memory_pressure import NEAR
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import Leadership, LeaseSettings
@@ -30,9 +31,10 @@ class RunConfig:
     write_concurrency: int = 16
     metrics: MetricsServing = field(default_factory=MetricsServing)
     pending_threshold_seconds: float = 60.0
+    memory_near_ratio: float = NEAR
     lease: LeaseSettings | None = None  # None: no leader election, this process always writes
     liveness_port: int = 0
-    instance: str = field(default_factory=socket.gethostname)
+    identity: str = field(default_factory=socket.gethostname)
     # The admission guard's node label prefixes (None: not told; the apiserver judges).
     admitted_label_prefixes: frozenset[str] | None = None
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)

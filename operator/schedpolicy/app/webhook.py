@@ -119,7 +119,7 @@ class WebhookConfig:
     # After a stop signal: seconds of serving while unready. The apiserver keeps calling a
     # pod until it sees the pod's endpoint go; a call that finds nobody would fail open.
     shutdown_delay: float = 0.0
-    instance: str = "webhook"
+    identity: str = "webhook"
 
 
 # Longer than the apiserver's idle-connection timeout (90 s): the client, not the server,
@@ -180,7 +180,7 @@ def probes(
 async def serve(cfg: WebhookConfig, stop: asyncio.Event | None = None) -> None:
     heap.tune()
     halt = stop or asyncio.Event()
-    kube = await Kube.connect(cfg.credentials, cfg.instance)
+    kube = await Kube.connect(cfg.credentials, cfg.identity)
     view = AdmissionView()
     t = cfg.watch_timeout_seconds
     informers: list[Informer[Any]] = [

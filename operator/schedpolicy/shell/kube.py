@@ -24,7 +24,7 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 from schedpolicy import __version__
 from schedpolicy.core import api, timestamps
 from schedpolicy.core.deletion_cost.patches import cost_patch, cost_removal_patch
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.gpu.patches import node_label_patch
 from schedpolicy.core.placement import routing as admission_routing
 from schedpolicy.core.placement.compiler import DIGEST_ANNOTATION, MANAGED_BY, Compiled
@@ -117,12 +117,12 @@ class Kube:
     the hot path and hides what is sent.
     """
 
-    def __init__(self, api: client.ApiClient, instance: str) -> None:
+    def __init__(self, api: client.ApiClient, identity: str) -> None:
         self.api = api
-        self.instance = instance
+        self.identity = identity
         # The audit log records the user agent: it tells replicas apart, which all share
         # one ServiceAccount.
-        api.user_agent = f"schedpolicy/{__version__} ({instance})"
+        api.user_agent = f"schedpolicy/{__version__} ({identity})"
         # kubernetes_asyncio's session trusts the environment, so aiohttp looks up ~/.netrc
         # in a worker thread on every request: a thread hop per pod patch. The apiserver
         # address and credentials come from the kubeconfig (and its proxy-url), never
@@ -132,8 +132,8 @@ class Kube:
             session._trust_env = False
 
     @classmethod
-    async def connect(cls, creds: Credentials, instance: str) -> Kube:
-        return cls(client.ApiClient(configuration=await load_configuration(creds)), instance)
+    async def connect(cls, creds: Credentials, identity: str) -> Kube:
+        return cls(client.ApiClient(configuration=await load_configuration(creds)), identity)
 
     async def close(self) -> None:
         await self.api.close()
@@ -313,7 +313,7 @@ class Kube:
             "message": message[:1024],
             "source": {"component": FIELD_MANAGER},
             "reportingComponent": FIELD_MANAGER,
-            "reportingInstance": self.instance,
+            "reportingInstance": self.identity,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

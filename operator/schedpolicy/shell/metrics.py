@@ -8,6 +8,7 @@ from typing import get_args
 from prometheus_client import Counter, Gauge, Histogram
 
 from schedpolicy.core.deletion_cost.samples import RejectReason
+from schedpolicy.core.gpu.label_rules import Unlabelled
 
 STATUS_WRITES = Counter(
     "schedpolicy_status_writes_total",
@@ -125,12 +126,12 @@ GPU_NODES_UNLABELLED = Gauge(
 )
 
 
-UNLABELLED_REASONS = ("no-allocatable-gpus", "unknown-gpu", "refused")
+UNLABELLED_REASONS: tuple[Unlabelled, ...] = get_args(Unlabelled)
 
 
-def set_unlabelled(reasons: Mapping[str, int]) -> None:
+def set_unlabelled(reasons: Mapping[Unlabelled, int]) -> None:
     GPU_NODES_UNLABELLED.clear()
-    for reason in (*UNLABELLED_REASONS, *(r for r in reasons if r not in UNLABELLED_REASONS)):
+    for reason in UNLABELLED_REASONS:
         GPU_NODES_UNLABELLED.labels(reason=reason).set(reasons.get(reason, 0))
 
 
@@ -202,3 +203,20 @@ def set_leader(leading: bool) -> None:
     if not leading:
         # A follower's copy of the conditions would go stale and double-count in sums.
         POLICY_CONDITION.clear()
+
+
+MEMORY_LIMIT = Gauge(
+    "schedpolicy_memory_limit_bytes",
+    "The cgroup memory limit of this process (its container's limits.memory), read from the"
+    " cgroup; 0 when there is none. Compare with process_resident_memory_bytes.",
+)
+MEMORY_NEAR_LIMIT = Gauge(
+    "schedpolicy_memory_near_limit",
+    "1 while resident memory is at or above --memory-near-ratio (0.85 by default) of the"
+    " cgroup limit, else 0.",
+)
+
+
+def set_memory(limit: int | None, near: bool) -> None:
+    MEMORY_LIMIT.set(limit or 0)
+    MEMORY_NEAR_LIMIT.set(1 if near else 0)

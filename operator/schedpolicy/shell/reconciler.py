@@ -112,7 +112,7 @@ class Reconciler:
         self._status_dirty()
 
     def set_other_installs(self, others: tuple[str, ...]) -> None:
-        """Live controllers of other installs, as the instance guard saw them last."""
+        """Live controllers of other installs, as the install guard saw them last."""
         if others != self._other_installs:
             self._other_installs = others
             self._status_dirty()
@@ -246,8 +246,8 @@ class Reconciler:
             now=self.clock.monotonic(),
         )
         if gate.verdict == "idle":
-            if plan.reason in _COUNTED_SKIPS or plan.reason.startswith("held-"):
-                metrics.COST_SKIPPED.labels(reason=plan.reason).inc()
+            if plan.reason in _COUNTED_SKIPS or plan.label.startswith("held-"):
+                metrics.COST_SKIPPED.labels(reason=plan.label).inc()
             if plan.decision is not None and plan.decision.hold is not None:
                 metrics.SAMPLES_REJECTED.labels(reason=plan.decision.hold.reason).inc()
         elif gate.verdict == "busy":

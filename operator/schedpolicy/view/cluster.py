@@ -16,6 +16,8 @@ from typing import Any
 
 from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample
+from schedpolicy.core.deletion_cost.signals import registry
+from schedpolicy.core.deletion_cost.signals.base import Ripple, SignalKind
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
@@ -110,6 +112,8 @@ class ClusterView:
         self._zone_cache: dict[str, ZoneCounts] = {}
         self.devices = DeviceIndex()
         self.karpenter_gate = karpenter_gate.Memory()  # Karpenter's gate, once seen at work
+        # What re-costs pods, from the signals' registry (see recosting()).
+        self._node_fields, self._ripples = recosting(registry.SIGNALS)
 
     # -- policies
 
@@ -175,24 +179,10 @@ class ClusterView:
         return self._ripple(old, None)
 
     def _ripple(self, old: PodRecord | None, new: PodRecord | None) -> Affected:
-        affected = Affected()
-
-        def fill(p: PodRecord | None) -> tuple[str | None, Mapping[str, int]]:
-            if p is None or not p.counts_toward_fill:
-                return (None, {})
-            return (p.node_name, p.requests)
-
-        def spread(p: PodRecord | None) -> tuple[str | None, str | None]:
-            if p is None or not p.active:
-                return (None, None)
-            return (p.replicaset_uid, p.node_name)
-
-        if fill(old) != fill(new):
-            affected.nodes |= {n for n in (fill(old)[0], fill(new)[0]) if n is not None}
-        if spread(old) != spread(new):
-            affected.replicasets |= {r for r in (spread(old)[0], spread(new)[0]) if r is not None}
-            for rs in affected.replicasets:
-                self._zone_cache.pop(rs, None)
+        """The other pods whose cost a pod's change moves, as each signal's Ripple says."""
+        affected = rippled(self._ripples, old, new)
+        for rs in affected.replicasets:
+            self._zone_cache.pop(rs, None)
         return affected
 
     # -- nodes
@@ -202,7 +192,7 @@ class ClusterView:
         old = self.nodes.get(new.name)
         self.nodes[new.name] = new
         affected = Affected()
-        if old is None or _cost_inputs(old) != _cost_inputs(new):
+        if old is None or self._cost_inputs(old) != self._cost_inputs(new):
             affected.nodes.add(new.name)
         if old is None or old.labels.get(INSTANCE_TYPE_LABEL) != new.labels.get(
             INSTANCE_TYPE_LABEL
@@ -252,6 +242,9 @@ class ClusterView:
                     affected.replicasets.add(rs)
                     self._zone_cache.pop(rs, None)
         return affected
+
+    def _cost_inputs(self, node: NodeRecord) -> tuple[object, ...]:
+        return tuple(getattr(node, f) for f in self._node_fields)
 
     def node_names(self) -> set[str]:
         return set(self.nodes)
@@ -345,6 +338,35 @@ class ClusterView:
         return True
 
 
-def _cost_inputs(node: NodeRecord) -> tuple[object, ...]:
-    """What of a node its pods' costs read."""
-    return (node.labels, node.allocatable, node.leaving)
+def recosting(kinds: tuple[SignalKind[Any], ...]) -> tuple[tuple[str, ...], tuple[Ripple, ...]]:
+    """The node fields any signal reads (and `leaving` and the labels, which a cost plan
+    reads), and each signal's ripple: a change to either re-costs pods."""
+    fields = ("labels", "leaving", *(f for k in kinds for f in k.node_fields))
+    return tuple(dict.fromkeys(fields)), tuple(k.ripple for k in kinds if k.ripple is not None)
+
+
+def rippled(ripples: tuple[Ripple, ...], old: PodRecord | None, new: PodRecord | None) -> Affected:
+    """The nodes and ReplicaSets whose pods a pod's change re-costs."""
+    affected = Affected()
+    for ripple in ripples:
+        before, after = _ripple_key(ripple, old), _ripple_key(ripple, new)
+        if before == after:
+            continue
+        touched = {k[0] for k in (before, after) if k is not None and k[0] is not None}
+        if ripple.scope == "node":
+            affected.nodes |= touched
+        else:
+            affected.replicasets |= touched
+    return affected
+
+
+def _ripple_key(ripple: Ripple, pod: PodRecord | None) -> tuple[Any, ...] | None:
+    """What of a pod its Ripple watches: the scope's key first, then the other fields."""
+    if pod is None or not getattr(pod, ripple.when):
+        return None
+    return tuple(getattr(pod, f) for f in _scope_first(ripple))
+
+
+def _scope_first(ripple: Ripple) -> tuple[str, ...]:
+    key = "node_name" if ripple.scope == "node" else "replicaset_uid"
+    return (key, *(f for f in ripple.fields if f != key))

@@ -147,7 +147,7 @@ def policy_object(body: Mapping[str, Any]) -> PolicyObject:
 # ---- ownership, from managedFields -------------------------------------------------------
 
 
-def _fields_metadata(entry: wire.ManagedFieldsEntry) -> wire._FieldsMetadata | None:
+def _fields_metadata(entry: wire.ManagedFieldsEntry) -> wire.FieldsMetadata | None:
     return entry.fields_v1.metadata if entry.fields_v1 is not None else None
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from schedpolicy.core import timestamps
 from schedpolicy.core.deletion_cost.karpenter_gate import GateYield
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.placement import gpu_offers, hints
 from schedpolicy.core.placement.routing import Route
 from schedpolicy.core.policy import matching

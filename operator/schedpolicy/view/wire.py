@@ -31,13 +31,13 @@ class OwnerReference(_Wire):
     controller: bool = False
 
 
-class _FieldsMetadata(_Wire):
+class FieldsMetadata(_Wire):
     annotations: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict, name="f:annotations")
     labels: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict, name="f:labels")
 
 
 class _FieldsV1(_Wire):
-    metadata: _FieldsMetadata | None = msgspec.field(default=None, name="f:metadata")
+    metadata: FieldsMetadata | None = msgspec.field(default=None, name="f:metadata")
 
 
 class ManagedFieldsEntry(_Wire):

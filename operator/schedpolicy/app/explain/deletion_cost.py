@@ -14,6 +14,7 @@ from schedpolicy.app.explain.reading import (
 )
 from schedpolicy.core.consolidation import fill
 from schedpolicy.core.deletion_cost import costs, write_gate
+from schedpolicy.core.deletion_cost.signals.metric import MetricSignal
 from schedpolicy.core.policy import matching
 from schedpolicy.core.timestamps import render, seconds_since
 from schedpolicy.shell.deletion_cost.scraper import read_endpoint
@@ -63,10 +64,9 @@ async def read_endpoints(view: ClusterView, pod: PodRecord) -> list[str]:
         view.policies(), "deletionCost", pod.labels, view.namespaces.get(pod.namespace, {})
     ).policy
     spec = policy.spec.deletion_cost if policy else None
+    metrics = [s.params() for s in (spec.signals if spec else ())]
     sources = [
-        s.metric.prometheus
-        for s in (spec.signals if spec else ())
-        if s.metric is not None and s.metric.prometheus is not None
+        m.prometheus for m in metrics if isinstance(m, MetricSignal) and m.prometheus is not None
     ]
     if not sources or pod.pod_ip is None:
         return []
@@ -91,7 +91,7 @@ def write_state(
         now=now.timestamp(),
     )
     if gate.verdict == "idle":
-        return {"pending": False, "reason": plan.reason}
+        return {"pending": False, "reason": plan.label}
     state: dict[str, Any] = {
         "pending": True,
         "action": plan.action,

@@ -13,13 +13,13 @@ from schedpolicy.app.explain.reading import (
     items,
     table,
 )
-from schedpolicy.core.gpu.labels import label_keys, parse_owned
+from schedpolicy.core.gpu.label_rules import label_keys, parse_owned
 from schedpolicy.core.wellknown import (
     OWNED_LABELS_ANNOTATION,
 )
 from schedpolicy.shell.kube import Kube
 from schedpolicy.view import snapshot
-from schedpolicy.view.gpu import labels as gpu_labels
+from schedpolicy.view.gpu import node_labels as gpu_labels
 
 
 async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
@@ -32,7 +32,7 @@ async def explain_node(kube: Kube, name: str) -> dict[str, Any]:
     decision = result.decision
     keys: tuple[str, ...] = ()
     if result.match.policy and result.match.policy.spec.node_labels:
-        keys = label_keys(result.match.policy.spec.node_labels.gpu)
+        keys = label_keys(result.match.policy.spec.node_labels.gpu.label_prefix)
     return {
         "node": name,
         "allocatableGPUs": record.allocatable_gpus,

@@ -4,197 +4,102 @@ and Karpenter's disruption cost."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, cast
 
 from pydantic import ConfigDict, Field, model_validator
 
-from schedpolicy.core.consolidation.api import NodeConsolidationSignal
+from schedpolicy.core.deletion_cost.signals.base import SignalKind
+from schedpolicy.core.deletion_cost.signals.registry import SIGNALS
 from schedpolicy.core.policy.model import (
     MAX_POINTS,
     Int32,
     Model,
-    Points,
     cel,
     validations,
 )
 
-SignalType = Literal["CapacityType", "NodeConsolidation", "ZoneBalance", "PodCondition", "Metric"]
-SIGNAL_MEMBERS: dict[str, str] = {
-    "CapacityType": "capacityType",
-    "NodeConsolidation": "nodeConsolidation",
-    "ZoneBalance": "zoneBalance",
-    "PodCondition": "podCondition",
-    "Metric": "metric",
-}
-# Signals whose parameters all have defaults, so the member may be left out.
-OPTIONAL_PARAMETERS = {"NodeConsolidation", "ZoneBalance"}
-
-
-class CapacityTypeSignal(Model):
-    """Points by the capacity type of the pod's node, read from `karpenter.sh/capacity-type`
-    (spot, on-demand, reserved) or `eks.amazonaws.com/capacityType` (SPOT, ON_DEMAND).
-    Nodes with neither label, or an unknown value, get 0."""
-
-    spot: Points = Field(default=0, description="Points for pods on spot nodes (usually negative).")
-    on_demand: Points = Field(default=0, description="Points for pods on on-demand nodes.")
-    reserved: Points = Field(
-        default=0, description="Points for pods on reserved-capacity nodes (Karpenter only)."
-    )
-
-
-class ZoneBalanceSignal(Model):
-    """Lower cost for pods in zones that hold more of their ReplicaSet's pods than the
-    least-filled eligible zone (a zone of Ready, schedulable nodes; a zone with 0 pods counts).
-    Pods rank by age within their zone; a pod at position k (1-based) in a zone whose
-    least-filled peer holds m pods gets pointsPerExcessPod x max(0, k - m). So a scale-down
-    of any size takes the newest pods of whichever zone is fullest, and ends balanced."""
-
-    points_per_excess_pod: Annotated[int, Field(ge=-MAX_POINTS, le=-1)] = Field(
-        default=-100, description="Points per excess pod in the pod's zone; must be negative."
-    )
-
-
-class PodConditionSignal(Model):
-    """Points while a named pod condition (for example a readiness gate such as
-    `example.com/cache-warm`) is True. Never derived from elapsed time."""
-
-    condition_type: Annotated[str, Field(min_length=1, max_length=316)] = Field(
-        description="The pod condition type, for example example.com/cache-warm."
-    )
-    points: Points = Field(description="Points while the condition is True.")
-
-
-class PrometheusSource(Model):
-    """Scrape a Prometheus text endpoint on the pod's IP."""
-
-    port: Annotated[int, Field(ge=1, le=65535)] = Field(description="Port on the pod.")
-    path: Annotated[str, Field(min_length=1, max_length=256, pattern=r"^/")] = Field(
-        default="/metrics", description="HTTP path of the endpoint."
-    )
-    metric: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", max_length=200)] = Field(
-        description="Name of the gauge to read."
-    )
-    timeout_seconds: Annotated[float, Field(gt=0, le=5)] = Field(
-        default=1.0, description="Bound on each scrape; a slower endpoint counts as no sample."
-    )
-
-
-class AnnotationSource(Model):
-    """Read a JSON sample `{"value": ..., "observedAt": RFC3339, "podUID": ...}` from a pod
-    annotation that the application (or a sidecar) keeps up to date."""
-
-    key: Annotated[str, Field(min_length=1, max_length=317)] = Field(
-        default="schedpolicy.io/metric", description="The annotation key holding the sample."
-    )
-
-
-class MetricBand(Model):
-    min: Annotated[float, Field(ge=0)] = Field(
-        description="Lower bound (inclusive) of the band: samples >= min get its points."
-    )
-    points: Points = Field(description="Points for samples in this band.")
-
-
-class MetricSignal(Model):
-    """Points by a per-pod gauge, such as active connections, mapped to bands. A sample that is
-    stale, future-dated, not finite, negative or for another pod UID changes nothing: the
-    pod keeps the cost it has."""
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            cel(
-                "has(self.prometheus) != has(self.annotation)",
-                "exactly one of prometheus and annotation must be set",
-            ),
-            cel(
-                "self.bands.all(b, self.bands.exists_one(c, c.min == b.min))",
-                "band minimums must be distinct",
-                ".bands",
-            ),
-        )
-    )
-
-    prometheus: PrometheusSource | None = Field(
-        default=None, description="Read the gauge from the pod's Prometheus endpoint."
-    )
-    annotation: AnnotationSource | None = Field(
-        default=None, description="Read the gauge from a pod annotation."
-    )
-    max_age_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
-        default=60, description="Samples older than this are stale and ignored."
-    )
-    bands: list[MetricBand] = Field(
-        min_length=1,
-        max_length=32,
-        description="Bands by lower bound; a sample gets the points of the highest band it reaches"
-        " (0 below the lowest).",
-    )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Self:
-        if (self.prometheus is None) == (self.annotation is None):
-            raise ValueError("exactly one of prometheus and annotation must be set")
-        mins = [b.min for b in self.bands]
-        if len(set(mins)) != len(mins):
-            raise ValueError("band minimums must be distinct")
-        return self
-
-
-def _signal_rules() -> list[dict[str, str]]:
-    rules = []
-    for kind, member in SIGNAL_MEMBERS.items():
-        if kind in OPTIONAL_PARAMETERS:
-            rule = f"!has(self.{member}) || self.type == '{kind}'"
-            message = f"{member} may only be set when type is {kind}"
-        else:
-            rule = f"(self.type == '{kind}') == has(self.{member})"
-            message = f"{member} must be set when, and only when, type is {kind}"
-        rules.append(cel(rule, message, f".{member}"))
-    return rules
-
-
-class Signal(Model):
-    """One input to a pod's deletion cost. `type` names the signal, and the member of the same
-    name (camelCase) holds its parameters; NodeConsolidation's and ZoneBalance's may be
-    omitted, since all their parameters have defaults."""
-
-    model_config = ConfigDict(json_schema_extra=validations(*_signal_rules()))
-
-    type: SignalType = Field(description="Which signal this is.")
-    capacity_type: CapacityTypeSignal | None = Field(
-        default=None, description="Parameters for type CapacityType."
-    )
-    node_consolidation: NodeConsolidationSignal | None = Field(
-        default=None, description="Parameters for type NodeConsolidation."
-    )
-    zone_balance: ZoneBalanceSignal | None = Field(
-        default=None, description="Parameters for type ZoneBalance."
-    )
-    pod_condition: PodConditionSignal | None = Field(
-        default=None, description="Parameters for type PodCondition."
-    )
-    metric: MetricSignal | None = Field(default=None, description="Parameters for type Metric.")
-
-    @model_validator(mode="after")
-    def _member_matches_type(self) -> Self:
-        for kind, member in SIGNAL_MEMBERS.items():
-            present = getattr(self, _snake(member)) is not None
-            if kind in OPTIONAL_PARAMETERS:
-                if present and self.type != kind:
-                    raise ValueError(f"{member} may only be set when type is {kind}")
-            elif present != (self.type == kind):
-                raise ValueError(f"{member} must be set when, and only when, type is {kind}")
-        return self
-
-    def consolidation(self) -> NodeConsolidationSignal:
-        return self.node_consolidation or NodeConsolidationSignal()
-
-    def balance(self) -> ZoneBalanceSignal:
-        return self.zone_balance or ZoneBalanceSignal()
+# The signals' names and parameters come from the registry (signals/registry.py): one
+# definition per signal, from which the CRD's enum, members and rules are derived here.
+SignalType = Literal[tuple(kind.name for kind in SIGNALS)]  # type: ignore[valid-type]
 
 
 def _snake(camel: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+
+
+def _member_rule(kind: SignalKind[Any]) -> tuple[str, str]:
+    """The CEL rule and message tying a signal's member to its type."""
+    if kind.optional:
+        rule = f"!has(self.{kind.member}) || self.type == '{kind.name}'"
+        return rule, f"{kind.member} may only be set when type is {kind.name}"
+    rule = f"(self.type == '{kind.name}') == has(self.{kind.member})"
+    return rule, f"{kind.member} must be set when, and only when, type is {kind.name}"
+
+
+class SignalBase(Model):
+    """What every Signal model has, whatever signals it was built from (signal_model)."""
+
+    kinds: ClassVar[tuple[SignalKind[Any], ...]] = ()
+    if TYPE_CHECKING:
+        type: str
+
+    @model_validator(mode="after")
+    def _member_matches_type(self) -> Self:
+        for kind in self.kinds:
+            present = getattr(self, _snake(kind.member)) is not None
+            if present and kind.optional and self.type != kind.name:
+                raise ValueError(_member_rule(kind)[1])
+            if not kind.optional and present != (self.type == kind.name):
+                raise ValueError(_member_rule(kind)[1])
+        return self
+
+    def kind(self) -> SignalKind[Any]:
+        return next(k for k in self.kinds if k.name == self.type)
+
+    def params(self) -> Any:
+        """This signal's parameters: its member, or the defaults where it may be left out."""
+        kind = self.kind()
+        value = getattr(self, _snake(kind.member))
+        return value if value is not None else kind.params()
+
+
+SIGNAL_DOC = (
+    "One input to a pod's deletion cost. `type` names the signal, and the member of the same\n"
+    "    name (camelCase) holds its parameters; NodeConsolidation's and ZoneBalance's may be\n"
+    "    omitted, since all their parameters have defaults."
+)
+
+
+def signal_model(kinds: tuple[SignalKind[Any], ...]) -> type[SignalBase]:
+    """The Signal model for these signals: `type` one of their names, and a member each."""
+    names = tuple(kind.name for kind in kinds)
+    annotations: dict[str, Any] = {"type": Literal[names]}
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__doc__": SIGNAL_DOC,
+        "__qualname__": "Signal",
+        "kinds": kinds,
+        "model_config": ConfigDict(
+            json_schema_extra=validations(
+                *(cel(*_member_rule(kind), f".{kind.member}") for kind in kinds)
+            )
+        ),
+        "type": Field(description="Which signal this is."),
+    }
+    for kind in kinds:
+        name = _snake(kind.member)
+        annotations[name] = kind.params | None
+        namespace[name] = Field(default=None, description=f"Parameters for type {kind.name}.")
+    namespace["__annotations__"] = annotations
+    # pydantic's metaclass builds the model from the namespace as it would a class body.
+    metaclass: Any = type(SignalBase)
+    return cast("type[SignalBase]", metaclass("Signal", (SignalBase,), namespace))
+
+
+if TYPE_CHECKING:
+    Signal = SignalBase
+else:
+    Signal = signal_model(SIGNALS)
 
 
 # Karpenter's consolidation prices a pod at 1 + karpenter.sh/disruption-cost / 2^27, clamps

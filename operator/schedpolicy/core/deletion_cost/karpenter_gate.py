@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from schedpolicy.core.wellknown import (
     FIELD_MANAGER,
@@ -37,7 +37,7 @@ from schedpolicy.core.wording import count, verb
 
 REASON = "KarpenterDeletionCostGate"
 # What a plan says when it leaves pod-deletion-cost to the gate (a metric label, too).
-PLAN_REASON = "karpenter-gate"
+PLAN_REASON: Final = "karpenter-gate"
 # What the gate does each cycle, said once for the status and for explain.
 CYCLE = (
     "every 60 s when its cluster state changed (at least every 5 min) it writes"

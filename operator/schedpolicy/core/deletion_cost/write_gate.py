@@ -43,7 +43,7 @@ def cost_gate(
     `in_flight`: a write to this pod is on the wire now. `last_write`: when the last
     write to this pod went out, if any."""
     if plan.action == "none":
-        return Gate("idle", plan.reason)
+        return Gate("idle", plan.label)
     if awaiting_echo:
         return Gate("sent", "sent; waiting for the watch to show it")
     if in_flight:

@@ -3,7 +3,7 @@ shell/kube.py sends it."""
 
 from __future__ import annotations
 
-from schedpolicy.core.gpu.labels import LabelPlan
+from schedpolicy.core.gpu.label_rules import LabelPlan
 from schedpolicy.core.wellknown import OWNED_LABELS_ANNOTATION
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-# GFD appends `-MIG-<profile>` under MIG single (a compute-instance profile may lead:
-# 1c.2g.10gb) and `-MIG-INVALID` when the node's MIG layout breaks that strategy.
-_MIG = re.compile(r"[-_]MIG[-_](?:\d+c\.)?(?P<profile>\d+g\.(?P<gb>\d+)gb)", re.IGNORECASE)
+# A MIG profile names its slice's memory: 1g.5gb is one compute slice with 5 GB. A
+# compute-instance profile may lead (1c.2g.10gb). GFD and the DRA driver spell it alike.
+_MIG_PROFILE = r"(?:\d+c\.)?(?P<profile>\d+g\.(?P<gb>\d+)gb)"
+# GFD appends `-MIG-<profile>` under MIG single and `-MIG-INVALID` when the node's MIG
+# layout breaks that strategy.
+_MIG_IN_PRODUCT = re.compile(rf"[-_]MIG[-_]{_MIG_PROFILE}", re.IGNORECASE)
+_MIG_NAME = re.compile(rf"^{_MIG_PROFILE}$", re.IGNORECASE)
 _MIG_INVALID = re.compile(r"[-_]MIG[-_]INVALID\b", re.IGNORECASE)
 _MIG_ANY = re.compile(r"[-_]MIG[-_]", re.IGNORECASE)
 _SHARED = re.compile(r"[-_]SHARED$", re.IGNORECASE)
@@ -50,3 +54,31 @@ def normalize_product(product: str) -> str | None:
     words += [_QUALIFIERS[t.lower()] for t in rest if t.lower() in _QUALIFIERS]
     model = "-".join(words)
     return model if _LABEL_VALUE.match(model) and len(model) <= 63 else None
+
+
+# Sources that disagree by less than this on memory agree: NVML counts what the driver leaves
+# usable, EC2 the card's size. ECC on GDDR cards keeps 1/16 back (a T4 shows 15109 MiB of
+# EC2's 16384, 7.8% less); a real disagreement is another size class (40 GB against 80 GB).
+MEMORY_TOLERANCE = 0.10
+
+
+def memory_agrees(a_mib: int, b_mib: int) -> bool:
+    """Two memory figures for one device agree: within MEMORY_TOLERANCE of the larger."""
+    return abs(a_mib - b_mib) <= MEMORY_TOLERANCE * max(a_mib, b_mib)
+
+
+def mig_profile_mib(profile: str) -> int | None:
+    """A MIG profile's slice memory in MiB (1g.5gb -> 5120); None if it is no profile."""
+    match = _MIG_NAME.match(profile)
+    return int(match.group("gb")) * 1024 if match else None
+
+
+def mig_profile_in_product(product: str) -> str | None:
+    """The MIG profile GFD appended to a product name under MIG single, if any."""
+    match = _MIG_IN_PRODUCT.search(product)
+    return match.group("profile") if match else None
+
+
+def mig_invalid(product: str) -> bool:
+    """GFD names the node's MIG layout one the device plugin cannot serve."""
+    return _MIG_INVALID.search(product) is not None

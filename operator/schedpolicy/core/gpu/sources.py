@@ -4,16 +4,18 @@ node, does not know it, or refuses (its input would make the labels lie). Pure."
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from schedpolicy.core.gpu import dra
 from schedpolicy.core.gpu.api import GPULabels
 from schedpolicy.core.gpu.instance_table import INSTANCE_TYPES
 from schedpolicy.core.gpu.products import (
-    _MIG,
-    _MIG_INVALID,
+    memory_agrees,
+    mig_invalid,
+    mig_profile_in_product,
+    mig_profile_mib,
     normalize_product,
 )
 from schedpolicy.core.policy.matching import selector_matches
@@ -26,10 +28,6 @@ from schedpolicy.core.wellknown import (
 )
 
 SOURCE_DRA = dra.SOURCE
-# Sources that disagree by less than this on memory agree: NVML counts what the driver leaves
-# usable, EC2 the card's size. ECC on GDDR cards keeps 1/16 back (a T4 shows 15109 MiB of
-# EC2's 16384, 7.8% less); a real disagreement is another size class (40 GB against 80 GB).
-MEMORY_TOLERANCE = 0.10
 MIB = 1 << 20
 # What one device can plausibly have, in MiB. The floor is below the smallest vGPU
 # profiles (512 MiB); the ceiling, 1 TiB, is several times today's largest card (B300,
@@ -47,12 +45,25 @@ class GPUFacts:
     detail: str
 
 
+# Why a source's input would make the labels lie.
+RefusalReason = Literal[
+    "device-in-two-pools",
+    "memory-implausible",
+    "mig-devices",
+    "mig-invalid",
+    "mixed-devices",
+    "more-devices-than-cards",
+    "sharing-unknown",
+    "unknown-model",
+]
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A source had input about this node, and it would make the labels lie."""
 
     source: str
-    reason: str  # a short kebab-case word: the metric's `reason` label
+    reason: RefusalReason  # the metric's `reason` label
     message: str
 
 
@@ -136,7 +147,7 @@ def from_feature_discovery(labels: Mapping[str, str]) -> GPUFacts | Refusal | st
     product = labels.get(GFD_PRODUCT)
     if product is None:
         return f"no {GFD_PRODUCT} label"
-    if _MIG_INVALID.search(product):
+    if mig_invalid(product):
         return Refusal(
             source,
             "mig-invalid",
@@ -146,7 +157,7 @@ def from_feature_discovery(labels: Mapping[str, str]) -> GPUFacts | Refusal | st
     model = normalize_product(product)
     if model is None:
         return Refusal(source, "unknown-model", f"{GFD_PRODUCT}={product} names no GPU model")
-    mig = _MIG.search(product)
+    mig = mig_profile_in_product(product)
     memory = labels.get(GFD_MEMORY)
     reported: int | None = None
     unit = ""
@@ -161,9 +172,10 @@ def from_feature_discovery(labels: Mapping[str, str]) -> GPUFacts | Refusal | st
     if mig is not None:
         # The profile names the slice's memory ("1g.5gb"); a memory label that says more is
         # the whole card's, which a pod on one MIG device never gets. Take the smaller.
-        profile_mib = int(mig.group("gb")) * 1024
+        profile_mib = mig_profile_mib(mig)
+        assert profile_mib is not None  # mig_profile_in_product matched the same pattern
         mib = min(reported, profile_mib) if reported is not None else profile_mib
-        detail += f"; MIG device {mig.group('profile')}: memory is the MIG device's, not the card's"
+        detail += f"; MIG device {mig}: memory is the MIG device's, not the card's"
     elif reported is not None:
         mib = reported
     else:
@@ -182,18 +194,18 @@ def from_instance_type(
     if entry is None:
         return f"instance type {itype} is not in the table"
     product = labels.get(GFD_PRODUCT, "")
-    if _MIG_INVALID.search(product):
+    if mig_invalid(product):
         return Refusal(
             source,
             "mig-invalid",
             f"{GFD_PRODUCT}={product}: the cards are in a MIG state GFD calls invalid, and"
             f" the table's {entry.memory_mib} MiB is a whole card's",
         )
-    if (mig := _MIG.search(product)) is not None:
+    if (mig := mig_profile_in_product(product)) is not None:
         return Refusal(
             source,
             "mig-devices",
-            f"{GFD_PRODUCT}={product}: the devices are MIG {mig.group('profile')} slices, and"
+            f"{GFD_PRODUCT}={product}: the devices are MIG {mig} slices, and"
             f" the table's {entry.memory_mib} MiB is a whole card's",
         )
     devices = -(-allocatable_gpus // sharing.replicas)
@@ -260,9 +272,9 @@ def _device_facts(
         )
     mib = _device_memory(device)
     profile = device.attribute("profile")
-    if mig and isinstance(profile, str) and (m := re.match(r"^(?:\d+c\.)?\d+g\.(\d+)gb$", profile)):
-        # The profile names the slice's memory; a capacity that says more is the card's.
-        profile_mib = int(m.group(1)) * 1024
+    profile_mib = mig_profile_mib(profile) if mig and isinstance(profile, str) else None
+    if profile_mib is not None:
+        # A capacity that says more than the profile is the card's.
         mib = min(mib, profile_mib) if isinstance(mib, int) else profile_mib
     if isinstance(mib, str):
         return Refusal(SOURCE_DRA, "memory-implausible", f"ResourceSlice {device.slice}: {mib}")
@@ -294,9 +306,7 @@ def from_resource_slices(devices: dra.Published | None) -> GPUFacts | Refusal | 
         read.append(found)
     model, mib, detail = min(read, key=lambda r: r[1])
     sizes = sorted({(m, b) for m, b, _ in read})
-    if any(m != model for m, _ in sizes) or any(
-        abs(b - mib) > MEMORY_TOLERANCE * max(b, mib) for _, b in sizes
-    ):
+    if any(m != model for m, _ in sizes) or not all(memory_agrees(b, mib) for _, b in sizes):
         listed = ", ".join(f"{m}/{b} MiB" for m, b in sizes)
         return Refusal(
             SOURCE_DRA,
@@ -314,6 +324,4 @@ def from_resource_slices(devices: dra.Published | None) -> GPUFacts | Refusal | 
 
 
 def disagree(a: GPUFacts, b: GPUFacts) -> bool:
-    if a.model != b.model:
-        return True
-    return abs(a.memory_mib - b.memory_mib) > MEMORY_TOLERANCE * max(a.memory_mib, b.memory_mib)
+    return a.model != b.model or not memory_agrees(a.memory_mib, b.memory_mib)

@@ -98,30 +98,30 @@ def k8s_selector(selector: LabelSelector | None, *extra: Mapping[str, Any]) -> d
 
 
 # The pod's affinity as an optional, and the schema types the compiled value is built of.
-_AFFINITY = "object.spec.?affinity"
-_NODE_AFFINITY = f"{_AFFINITY}.?nodeAffinity"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+AFFINITY_EXPR = "object.spec.?affinity"
+NODE_AFFINITY_EXPR = f"{AFFINITY_EXPR}.?nodeAffinity"
+REQUIRED_FIELD = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_FIELD = "preferredDuringSchedulingIgnoredDuringExecution"
 AFFINITY_TYPE = "Object.spec.affinity"
 NODE_AFFINITY_TYPE = f"{AFFINITY_TYPE}.nodeAffinity"
-REQUIRED_TYPE = f"{NODE_AFFINITY_TYPE}.{_REQUIRED}"
+REQUIRED_TYPE = f"{NODE_AFFINITY_TYPE}.{REQUIRED_FIELD}"
 TERM_TYPE = f"{REQUIRED_TYPE}.nodeSelectorTerms"
 EXPRESSION_TYPE = f"{TERM_TYPE}.matchExpressions"
-PREFERRED_TYPE = f"{NODE_AFFINITY_TYPE}.{_PREFERRED}"
+PREFERRED_TYPE = f"{NODE_AFFINITY_TYPE}.{PREFERRED_FIELD}"
 SPREAD_TYPE = "Object.spec.topologySpreadConstraints"
 
 
-def _patch(op: str, path: str, value: str | None = None) -> str:
+def patch_op(op: str, path: str, value: str | None = None) -> str:
     """A JSONPatch literal; `path` is CEL (a quoted literal, or an expression)."""
     value_part = f", value: {value}" if value is not None else ""
     return f"JSONPatch{{op: '{op}', path: {path}{value_part}}}"
 
 
-def _at(path: str) -> str:
+def cel_path(path: str) -> str:
     return cel_string(path)
 
 
-def _pref_matches(pref: Mapping[str, Any]) -> str:
+def preference_matches(pref: Mapping[str, Any]) -> str:
     """CEL: the existing preferred term `p` equals `pref` as JSON dicts compare."""
     exprs = pref["preference"]["matchExpressions"]
     parts = [
@@ -138,7 +138,7 @@ def _pref_matches(pref: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class _Program:
+class Program:
     variables: list[tuple[str, str]]
     injected: list[tuple[str, str]]  # (name in the record, CEL condition)
     patches: list[str]

@@ -18,23 +18,23 @@ from typing import Any
 from schedpolicy.core.placement import compiled_terms, gpu_offers, hints
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.placement.cel import (
-    _AFFINITY,
-    _NODE_AFFINITY,
-    _PREFERRED,
-    _REQUIRED,
+    AFFINITY_EXPR,
     AFFINITY_TYPE,
     EXPRESSION_TYPE,
+    NODE_AFFINITY_EXPR,
     NODE_AFFINITY_TYPE,
+    PREFERRED_FIELD,
     PREFERRED_TYPE,
+    REQUIRED_FIELD,
     REQUIRED_TYPE,
     TERM_TYPE,
-    _at,
-    _patch,
-    _pref_matches,
-    _Program,
+    Program,
+    cel_path,
     cel_string,
     cel_strings,
     cel_value,
+    patch_op,
+    preference_matches,
     typed,
 )
 from schedpolicy.core.wellknown import (
@@ -46,7 +46,7 @@ from schedpolicy.core.wellknown import (
 MAX_INSTANCE_TYPE_VALUES = 512
 
 
-def _gpus_cel() -> str:
+def gpus_requested_cel() -> str:
     """CEL: the pod requests nvidia.com/gpu (hints.gpu_request > 0). The apiserver has
     already copied limits into empty requests, and extended resources are whole numbers,
     so any positive request in a container, an init container or the overhead counts.
@@ -68,7 +68,7 @@ Alternatives = list[tuple[list[dict[str, Any]], str]]
 
 
 def _gpu_requirement(
-    prog: _Program, placement: Placement, model_key: str, memory_key: str
+    prog: Program, placement: Placement, model_key: str, memory_key: str
 ) -> tuple[str, Alternatives]:
     """Variables for the GPU requirement: CEL saying whether it applies to the pod, and, for
     each alternative term (label, then launch), which of the pod's own terms it stays alive
@@ -77,7 +77,7 @@ def _gpu_requirement(
     if placement.gpu is None:
         return "false", []
     alternatives = [alt for _, alt in hints.gpu_alternatives(placement, model_key, memory_key)]
-    prog.var("terms", f"{_NODE_AFFINITY}.?{_REQUIRED}.?nodeSelectorTerms.orValue([])")
+    prog.var("terms", f"{NODE_AFFINITY_EXPR}.?{REQUIRED_FIELD}.?nodeSelectorTerms.orValue([])")
     prog.var("nodeSelector", "has(object.spec.nodeSelector) ? object.spec.nodeSelector : {}")
     # hints._gpu_affinity through node_terms.and_into: every alternative ANDed into every
     # term of the pod's, and the products that can match no node left out (an empty term
@@ -133,7 +133,7 @@ Candidates = list[tuple[dict[str, Any], bool]]
 
 
 def _candidates(
-    prog: _Program, placement: Placement, known: list[str], model_key: str
+    prog: Program, placement: Placement, known: list[str], model_key: str
 ) -> Candidates | tuple[str, str]:
     """The preferred terms hints.decide may add, or (feature, why) past the bounds."""
     candidates: Candidates = []
@@ -168,8 +168,8 @@ def _candidates(
     return candidates
 
 
-def _affinity(
-    prog: _Program,
+def affinity_patches(
+    prog: Program,
     placement: Placement,
     known: list[str],
     model_key: str,
@@ -185,7 +185,7 @@ def _affinity(
         f" + (variables.addPref{i} ? [{typed(PREFERRED_TYPE, pref)}] : [])"
         for i, (pref, _) in enumerate(candidates)
     )
-    kept = f"{_NODE_AFFINITY}.?{_REQUIRED}"
+    kept = f"{NODE_AFFINITY_EXPR}.?{REQUIRED_FIELD}"
     required = kept
     if alternatives:
         required = (
@@ -193,23 +193,23 @@ def _affinity(
             f" {_gpu_terms(alternatives)}}}) : {kept}"
         )
     node = (
-        f"{NODE_AFFINITY_TYPE}{{?{_REQUIRED}: {required}, ?{_PREFERRED}:"
+        f"{NODE_AFFINITY_TYPE}{{?{REQUIRED_FIELD}: {required}, ?{PREFERRED_FIELD}:"
         f" (size(variables.existingPrefs) > 0 || {added_any})"
         f" ? optional.of(variables.existingPrefs{added}) : optional.none()}}"
     )
     affinity = (
-        f"{AFFINITY_TYPE}{{?podAffinity: {_AFFINITY}.?podAffinity,"
-        f" ?podAntiAffinity: {_AFFINITY}.?podAntiAffinity,"
+        f"{AFFINITY_TYPE}{{?podAffinity: {AFFINITY_EXPR}.?podAffinity,"
+        f" ?podAntiAffinity: {AFFINITY_EXPR}.?podAntiAffinity,"
         f" ?nodeAffinity: variables.affinityChange ? optional.of({node}) : optional.none()}}"
     )
     # hints.decide drops an empty nodeAffinity even when it adds nothing to it.
     empty = (
-        f"{_NODE_AFFINITY}.hasValue() && !{_NODE_AFFINITY}.?{_REQUIRED}.hasValue()"
-        f" && !{_NODE_AFFINITY}.?{_PREFERRED}.hasValue()"
+        f"{NODE_AFFINITY_EXPR}.hasValue() && !{NODE_AFFINITY_EXPR}.?{REQUIRED_FIELD}.hasValue()"
+        f" && !{NODE_AFFINITY_EXPR}.?{PREFERRED_FIELD}.hasValue()"
     )
     rebuilt = (
         f"(variables.affinityChange || ({empty})"
-        f" ? [{_patch('add', _at('/spec/affinity'), affinity)}] : [])"
+        f" ? [{patch_op('add', cel_path('/spec/affinity'), affinity)}] : [])"
     )
     prog.patches.append(
         f"(has(object.spec.affinity) ? {rebuilt} : {_first_affinity(alternatives, candidates)})"
@@ -217,14 +217,15 @@ def _affinity(
     return None
 
 
-def _preference_vars(prog: _Program, candidates: Candidates) -> str:
+def _preference_vars(prog: Program, candidates: Candidates) -> str:
     """Variables saying which preferred terms a pod is given (those it lacks); returns the
     CEL saying whether any is."""
-    prog.var("existingPrefs", f"{_NODE_AFFINITY}.?{_PREFERRED}.orValue([])")
+    prog.var("existingPrefs", f"{NODE_AFFINITY_EXPR}.?{PREFERRED_FIELD}.orValue([])")
     for i, (pref, without_gpus) in enumerate(candidates):
         cond = "!variables.gpus" if without_gpus else "true"
         prog.var(
-            f"addPref{i}", f"({cond}) && !variables.existingPrefs.exists(p, {_pref_matches(pref)})"
+            f"addPref{i}",
+            f"({cond}) && !variables.existingPrefs.exists(p, {preference_matches(pref)})",
         )
     if not candidates:
         return "false"
@@ -247,14 +248,15 @@ def _first_affinity(alternatives: Alternatives, candidates: Candidates) -> str:
         on = alive or (False,) * len(alternatives)
         terms = [{"matchExpressions": a} for (a, _), o in zip(alternatives, on, strict=True) if o]
         if terms:
-            node[_REQUIRED] = {"nodeSelectorTerms": terms}
+            node[REQUIRED_FIELD] = {"nodeSelectorTerms": terms}
         gpus = alive is not None
         prefs = [pref for pref, without_gpus in candidates if not (gpus and without_gpus)]
         if prefs:
-            node[_PREFERRED] = prefs
+            node[PREFERRED_FIELD] = prefs
         if not node:
             return "[]"
-        return f"[{_patch('add', _at('/spec/affinity'), cel_value({'nodeAffinity': node}))}]"
+        value = cel_value({"nodeAffinity": node})
+        return f"[{patch_op('add', cel_path('/spec/affinity'), value)}]"
 
     def choose(alive: tuple[bool, ...]) -> str:
         if len(alive) == len(alternatives):

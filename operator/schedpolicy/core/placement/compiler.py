@@ -33,17 +33,17 @@ from schedpolicy.core.placement import hints
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.placement.cel import (
     SPREAD_TYPE,
-    _at,
-    _patch,
-    _Program,
+    Program,
+    cel_path,
     cel_string,
     cel_strings,
     k8s_selector,
+    patch_op,
     selector_cel,
 )
 from schedpolicy.core.placement.compiled_affinity import (
-    _affinity,
-    _gpus_cel,
+    affinity_patches,
+    gpus_requested_cel,
 )
 from schedpolicy.core.policy.matching import Policy, may_overlap, precedence
 from schedpolicy.core.wellknown import (
@@ -130,7 +130,7 @@ def compile_policy(
             f"{len(earlier)} policies of higher precedence may select the same pods"
             f" (the compiler takes at most {MAX_EARLIER_POLICIES})",
         )
-    prog = _Program([], [], [], [])
+    prog = Program([], [], [], [])
     prog.var("labels", "has(object.metadata.labels) ? object.metadata.labels : {}")
     prog.var(
         "nsLabels",
@@ -139,14 +139,15 @@ def compile_policy(
     _governed(prog, placement, earlier)
     model_key, memory_key = hints.gpu_label_keys(policy, label_prefix)
     if placement.gpu is not None or placement.avoid_gpu_nodes:
-        prog.var("gpus", _gpus_cel())
+        prog.var("gpus", gpus_requested_cel())
     scheduler = cel_string(placement.scheduler_name)
     prog.var("setScheduler", f"object.spec.?schedulerName.orValue('') != {scheduler}")
     prog.injected.append(("schedulerName", "variables.setScheduler"))
     prog.patches.append(
-        f"(variables.setScheduler ? [{_patch('add', _at('/spec/schedulerName'), scheduler)}] : [])"
+        "(variables.setScheduler ?"
+        f" [{patch_op('add', cel_path('/spec/schedulerName'), scheduler)}] : [])"
     )
-    refused = _affinity(prog, placement, sorted(set(instance_types)), model_key, memory_key)
+    refused = affinity_patches(prog, placement, sorted(set(instance_types)), model_key, memory_key)
     if refused is not None:
         return Inexpressible(policy.name, refused[0], refused[1])
     _zone_spread(prog, placement)
@@ -154,7 +155,7 @@ def compile_policy(
     return _assemble(policy, prog, excluded_namespaces)
 
 
-def _governed(prog: _Program, placement: Placement, earlier: list[Policy]) -> None:
+def _governed(prog: Program, placement: Placement, earlier: list[Policy]) -> None:
     parts = [
         # The chart's own pods, by their labels (admission.is_own_pod).
         f"!(variables.labels[?{cel_string(PRODUCT_NAME[0])}] =="
@@ -179,7 +180,7 @@ def _governed(prog: _Program, placement: Placement, earlier: list[Policy]) -> No
         )
 
 
-def _zone_spread(prog: _Program, placement: Placement) -> None:
+def _zone_spread(prog: Program, placement: Placement) -> None:
     spread = placement.zone_spread
     if spread is None:
         return
@@ -201,15 +202,13 @@ def _zone_spread(prog: _Program, placement: Placement) -> None:
         f" labelSelector: {SPREAD_TYPE}.labelSelector{{matchLabels: variables.spreadLabels}}}}"
     )
     value = f"object.spec.?topologySpreadConstraints.orValue([]) + [{constraint}]"
-    prog.patches.append(
-        f"(variables.spread ? [{_patch('add', _at('/spec/topologySpreadConstraints'), value)}]"
-        " : [])"
-    )
+    add = patch_op("add", cel_path("/spec/topologySpreadConstraints"), value)
+    prog.patches.append(f"(variables.spread ? [{add}] : [])")
     prog.injected.append(("zoneSpread", "variables.spread"))
     prog.why.append(f"zone spread: maxSkew {spread.max_skew}")
 
 
-def _record(prog: _Program, policy: Policy) -> None:
+def _record(prog: Program, policy: Policy) -> None:
     """The `schedpolicy.io/hints` record: one string literal for each set of hints that may
     be injected, chosen by their conditions, so no string is built while admitting."""
 
@@ -228,13 +227,13 @@ def _record(prog: _Program, policy: Policy) -> None:
     whole = "{" + cel_string(HINTS_ANNOTATION) + ": variables.record}"
     prog.patches.append(
         "(variables.record == '' ? [] : has(object.metadata.annotations)"
-        f" ? [{_patch('add', _at('/metadata/annotations/' + key), 'variables.record')}]"
-        f" : [{_patch('add', _at('/metadata/annotations'), whole)}])"
+        f" ? [{patch_op('add', cel_path('/metadata/annotations/' + key), 'variables.record')}]"
+        f" : [{patch_op('add', cel_path('/metadata/annotations'), whole)}])"
     )
 
 
 def _assemble(
-    policy: Policy, prog: _Program, excluded_namespaces: Collection[str]
+    policy: Policy, prog: Program, excluded_namespaces: Collection[str]
 ) -> Compiled | Inexpressible:
     name = object_name(policy.name)
     expression = "!variables.governed ? [] : " + " + ".join(prog.patches)
@@ -282,7 +281,7 @@ def _assemble(
 
 
 def _spec(
-    policy: Policy, prog: _Program, expression: str, excluded_namespaces: Collection[str]
+    policy: Policy, prog: Program, expression: str, excluded_namespaces: Collection[str]
 ) -> dict[str, Any]:
     excluded = sorted({"kube-system", *excluded_namespaces})
     spec = {

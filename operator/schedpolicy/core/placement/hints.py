@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedpolicy.core.gpu.labels import MEMORY_KEY, MODEL_KEY
+from schedpolicy.core.gpu.label_rules import label_keys
 from schedpolicy.core.placement import gpu_offers, node_terms
 from schedpolicy.core.placement.api import Placement
 from schedpolicy.core.policy.matching import Policy
@@ -88,7 +88,7 @@ def gpu_label_keys(policy: Policy, label_prefix: str | None = None) -> tuple[str
         if policy.spec.node_labels
         else DEFAULT_LABEL_PREFIX
     )
-    return f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}"
+    return label_keys(prefix)
 
 
 def gpu_request(pod_spec: Mapping[str, Any]) -> int:

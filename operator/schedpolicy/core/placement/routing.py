@@ -32,10 +32,15 @@ MATCH_CONDITION = "schedpolicy-webhook-served"
 _LABELS = "object.metadata.?labels.orValue({})"
 
 
+RouteReason = Literal[
+    "Compiled", "WebhookMode", "NotServed", "Inexpressible", "Rejected", "Pending"
+]
+
+
 @dataclass(frozen=True)
 class Route:
     path: Path
-    reason: str  # Compiled, WebhookMode, NotServed, Inexpressible, Rejected, Pending
+    reason: RouteReason
     message: str
     object: str | None = None  # the MutatingAdmissionPolicy, when it serves the policy
 

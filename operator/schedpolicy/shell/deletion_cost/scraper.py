@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from schedpolicy.core.deletion_cost.api import PrometheusSource
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample, from_exposition
+from schedpolicy.core.deletion_cost.signals.metric import MetricSignal, PrometheusSource
 from schedpolicy.shell.reconciler import Reconciler
 from schedpolicy.view.cluster import Affected, ClusterView, PodRecord
 
@@ -40,8 +40,9 @@ class Scraper:
                 continue
             spec = policy.spec.deletion_cost
             for signal in spec.signals if spec else ():
-                if signal.metric is not None and signal.metric.prometheus is not None:
-                    found.append((pod, signal.metric.prometheus, signal.metric.max_age_seconds))
+                metric = signal.params()
+                if isinstance(metric, MetricSignal) and metric.prometheus is not None:
+                    found.append((pod, metric.prometheus, metric.max_age_seconds))
         return found
 
     async def run(self) -> None:

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.policy import matching
 from schedpolicy.shell import metrics
 from schedpolicy.shell.echoes import Echoes
@@ -21,7 +21,7 @@ from schedpolicy.shell.events import Events
 from schedpolicy.shell.kube import Kube, ObjectRef
 from schedpolicy.shell.kube_errors import Gone, KubeError, PreconditionFailed, Transient
 from schedpolicy.view.cluster import ClusterView, NodeRecord
-from schedpolicy.view.gpu import labels as gpu_labels
+from schedpolicy.view.gpu import node_labels as gpu_labels
 
 log = logging.getLogger("schedpolicy.labels")
 
@@ -157,20 +157,15 @@ class LabelSync:
     def counts(self) -> tuple[Counter[str], dict[str, list[str]]]:
         """Per policy: nodes carrying exactly its labels, and label conflicts."""
         labeled: Counter[str] = Counter()
-        unlabelled: Counter[str] = Counter()
+        unlabelled: Counter[gpu.Unlabelled] = Counter()
         conflicts: dict[str, list[str]] = defaultdict(list)
         for name, outcome in self.outcomes.items():
             node = self.view.nodes.get(name)
             if node is None or outcome.policy is None or outcome.decision is None:
                 continue
             desired = outcome.decision.labels
-            if not desired:
-                if outcome.decision.error or outcome.decision.refusals:
-                    unlabelled["refused"] += 1
-                elif node.allocatable_gpus <= 0 and self.view.devices.published(name) is None:
-                    unlabelled["no-allocatable-gpus"] += 1
-                else:
-                    unlabelled["unknown-gpu"] += 1
+            if outcome.decision.unlabelled is not None:
+                unlabelled[outcome.decision.unlabelled] += 1
             if desired and all(node.labels.get(k) == v for k, v in desired.items()):
                 labeled[outcome.policy] += 1
             conflicts[outcome.policy] += [f"node {name}: {c}" for c in outcome.plan.conflicts]

@@ -10,56 +10,66 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from schedpolicy.core.deletion_cost import costs
-from schedpolicy.core.deletion_cost.api import MetricSignal
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample, from_annotation
+from schedpolicy.core.deletion_cost.signals.base import ZoneSpread
+from schedpolicy.core.deletion_cost.signals.metric import MetricSignal
 from schedpolicy.core.gpu.dra import DeviceShare
 from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import FIELD_MANAGER
 from schedpolicy.view.cluster import ClusterView, PodRecord
 
 
-def sample_for(
-    view: ClusterView, pod: PodRecord, metric: MetricSignal
-) -> Sample | Rejection | None:
-    """The pod's latest reading of a Metric signal: from its annotation, or scraped."""
-    if metric.annotation is not None:
-        return from_annotation(pod.annotations.get(metric.annotation.key))
-    assert metric.prometheus is not None
-    src = metric.prometheus
-    return view.sample((pod.uid, src.port, src.path, src.metric))
+class ViewFacts:
+    """A pod's facts as the view holds them, read only when a signal asks (PodFacts)."""
 
+    def __init__(self, view: ClusterView, pod: PodRecord) -> None:
+        self._view = view
+        self._pod = pod
+        self._node = view.nodes.get(pod.node_name) if pod.node_name else None
+        self._spread: ZoneSpread | None = None
 
-def cost_inputs(view: ClusterView, pod: PodRecord, policy: matching.Policy) -> costs.CostInputs:
-    """What the policy's signals read about this pod, gathered from the view."""
-    node = view.nodes.get(pod.node_name) if pod.node_name else None
-    spec = policy.spec.deletion_cost
-    samples: dict[int, Sample | Rejection] = {}
-    shares: dict[int, DeviceShare] = {}
-    needs_zones = False
-    for index, signal in enumerate(spec.signals if spec else ()):
-        if node is not None and signal.type == "NodeConsolidation":
-            classes = signal.consolidation().device_classes
-            if classes:
-                shares[index] = view.devices.share(node.name, classes)
-        if signal.metric is not None:
-            found = sample_for(view, pod, signal.metric)
-            if found is not None:
-                samples[index] = found
-        needs_zones = needs_zones or signal.type == "ZoneBalance"
-    spread = view.zone_spread(pod.replicaset_uid) if needs_zones else None
-    return costs.CostInputs(
-        node_name=pod.node_name if node is not None else None,
-        node_labels=node.labels if node is not None else {},
-        node_allocatable=node.allocatable if node is not None else {},
-        node_requested=view.requested(node.name) if node is not None else {},
-        zone_counts=spread.counts if spread else {},
-        eligible_zones=view.eligible_zones() if needs_zones else frozenset(),
-        zone_rank=spread.ranks.get(pod.uid) if spread else None,
-        conditions=pod.conditions,
-        samples=samples,
-        pod_uid=pod.uid,
-        device_shares=shares,
-    )
+    @property
+    def pod_uid(self) -> str:
+        return self._pod.uid
+
+    @property
+    def node_name(self) -> str | None:
+        return self._node.name if self._node is not None else None
+
+    @property
+    def node_labels(self) -> Mapping[str, str]:
+        return self._node.labels if self._node is not None else {}
+
+    @property
+    def conditions(self) -> Mapping[str, str]:
+        return self._pod.conditions
+
+    def node_allocatable(self) -> Mapping[str, int]:
+        return self._node.allocatable if self._node is not None else {}
+
+    def node_requested(self) -> Mapping[str, int]:
+        return self._view.requested(self._node.name) if self._node is not None else {}
+
+    def device_share(self, classes: tuple[str, ...]) -> DeviceShare | None:
+        if self._node is None:
+            return None
+        return self._view.devices.share(self._node.name, classes)
+
+    def zone_spread(self) -> ZoneSpread:
+        if self._spread is None:
+            spread = self._view.zone_spread(self._pod.replicaset_uid)
+            self._spread = ZoneSpread(
+                spread.counts, self._view.eligible_zones(), spread.ranks.get(self._pod.uid)
+            )
+        return self._spread
+
+    def sample(self, metric: MetricSignal) -> Sample | Rejection | None:
+        """The pod's latest reading of a Metric signal: from its annotation, or scraped."""
+        if metric.annotation is not None:
+            return from_annotation(self._pod.annotations.get(metric.annotation.key))
+        assert metric.prometheus is not None
+        src = metric.prometheus
+        return self._view.sample((self._pod.uid, src.port, src.path, src.metric))
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,7 @@ def pod_cost(
     spec = policy.spec.deletion_cost if policy is not None else None
     decision = None
     if policy is not None and spec is not None and pod.replicaset_uid is not None:
-        decision = costs.decide(spec, cost_inputs(view, pod, policy), now)
+        decision = costs.decide(spec, ViewFacts(view, pod), now)
     state = costs.PodCostState(
         replicaset_owned=pod.replicaset_uid is not None,
         active=pod.active,

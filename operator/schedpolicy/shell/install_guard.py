@@ -1,5 +1,5 @@
 """One writer per cluster: runs the writers only while no older install's controller is
-live (the shell around instances.py)."""
+live (the shell around installs.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from schedpolicy.core import instances
+from schedpolicy.core import installs
 from schedpolicy.shell.kube import Kube
 
-log = logging.getLogger("schedpolicy.instances")
+log = logging.getLogger("schedpolicy.installs")
 LEASES = "/apis/coordination.k8s.io/v1/leases"
 
 
-class InstanceGuard:
+class InstallGuard:
     def __init__(
         self,
         kube: Kube,
@@ -32,7 +32,7 @@ class InstanceGuard:
         self.report = report  # the other installs, described, for the policies' status
         self.interval = interval
 
-    async def verdict(self) -> instances.Verdict | None:
+    async def verdict(self) -> installs.Verdict | None:
         try:
             leases = await self.kube.items(LEASES, fieldSelector=f"metadata.name={self.lease}")
         except asyncio.CancelledError:
@@ -42,7 +42,7 @@ class InstanceGuard:
             # install, and this check is the second line.
             log.warning("cannot list Leases to look for another install (%s)", err)
             return None
-        return instances.judge(leases, self.namespace, time.time_ns())
+        return installs.judge(leases, self.namespace, time.time_ns())
 
     async def run(self, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Runs `write` while this install may write, and stops it while an older one is live."""

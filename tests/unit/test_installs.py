@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from schedpolicy.core.instances import judge, live_controller
+from schedpolicy.core.installs import judge, live_controller
 from schedpolicy.core.timestamps import to_nanos
 
 NOW = to_nanos(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from schedpolicy.core.gpu import dra
 from schedpolicy.core.gpu.api import GPULabels
@@ -41,6 +42,10 @@ from schedpolicy.core.wellknown import (
 
 MODEL_KEY = "gpu-model"
 MEMORY_KEY = "gpu-memory-mib"
+# Why a node gets no label, as `schedpolicy_gpu_nodes_unlabelled{reason}` counts it:
+# the policy or a source refused; no GPU at all (neither allocatable nor a DRA GPU device);
+# GPUs that no source of the policy can name.
+Unlabelled = Literal["refused", "no-allocatable-gpus", "unknown-gpu"]
 
 
 # ---- the decision ---------------------------------------------------------------------------
@@ -54,15 +59,19 @@ class LabelDecision:
     disagreements: tuple[str, ...] = ()
     error: str | None = None  # the policy itself cannot label (a reserved prefix)
     refusals: tuple[Refusal, ...] = ()  # why a node with GPU input gets no label
+    unlabelled: Unlabelled | None = None  # set exactly when `labels` is empty
 
 
-def label_keys(spec: GPULabels) -> tuple[str, str]:
-    return (f"{spec.label_prefix}/{MODEL_KEY}", f"{spec.label_prefix}/{MEMORY_KEY}")
+def label_keys(prefix: str) -> tuple[str, str]:
+    """The model and memory label keys under a prefix: the one place they are spelled."""
+    return (f"{prefix}/{MODEL_KEY}", f"{prefix}/{MEMORY_KEY}")
 
 
 def _refused(lines: list[str], refusals: tuple[Refusal, ...]) -> LabelDecision:
     why = "; ".join(f"{r.source} refused ({r.reason})" for r in refusals)
-    return LabelDecision({}, None, (*lines, f"no label: {why}"), refusals=refusals)
+    return LabelDecision(
+        {}, None, (*lines, f"no label: {why}"), refusals=refusals, unlabelled="refused"
+    )
 
 
 def parse_admitted(raw: str) -> frozenset[str]:
@@ -105,11 +114,13 @@ def decide(
 ) -> LabelDecision:
     error = prefix_refusal(spec, admitted)
     if error is not None:
-        return LabelDecision({}, None, (error,), error=error)
+        return LabelDecision({}, None, (error,), error=error, unlabelled="refused")
     dra_count = dra_full_gpus(devices)
     if allocatable_gpus <= 0 and not dra_gpus(devices):
         why = "status.allocatable has no nvidia.com/gpu and no ResourceSlice publishes GPUs"
-        return LabelDecision({}, None, (f"{why}: not a GPU node",))
+        return LabelDecision(
+            {}, None, (f"{why}: not a GPU node",), unlabelled="no-allocatable-gpus"
+        )
     lines: list[str] = []
     sharing = read_sharing(labels)
     if isinstance(sharing, Refusal):
@@ -137,7 +148,9 @@ def decide(
     if not found:
         if refusals:
             return _refused(lines, tuple(refusals))
-        return LabelDecision({}, None, (*lines, "no source knows this node's GPUs"))
+        return LabelDecision(
+            {}, None, (*lines, "no source knows this node's GPUs"), unlabelled="unknown-gpu"
+        )
     winner = found[0]
     disagreements = tuple(
         f"{other.source} says {other.model}/{other.memory_mib} MiB, {winner.source} says"
@@ -148,7 +161,7 @@ def decide(
     mib = sharing.per_client(winner.memory_mib)
     if sharing.strategy != "none":
         lines.append(sharing.describe(winner.memory_mib))
-    model_key, memory_key = label_keys(spec)
+    model_key, memory_key = label_keys(spec.label_prefix)
     desired = {model_key: winner.model, memory_key: str(mib)}
     lines.append(f"{winner.source} wins: {model_key}={winner.model}, {memory_key}={mib}")
     return LabelDecision(desired, winner, tuple(lines), disagreements)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schedpolicy.core.gpu import labels as gpu
+from schedpolicy.core.gpu import label_rules as gpu
 from schedpolicy.core.policy import matching
 from schedpolicy.view.cluster import ClusterView
 
