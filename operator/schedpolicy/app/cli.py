@@ -20,8 +20,8 @@ from kubernetes_asyncio.config import ConfigException
 
 from schedpolicy import __version__
 from schedpolicy.app.settings import RunConfig
-from schedpolicy.core.memory_pressure import NEAR
 from schedpolicy.core.gpu import label_rules as gpu
+from schedpolicy.core.memory_pressure import NEAR
 from schedpolicy.shell.credentials import Credentials
 from schedpolicy.shell.kube import Kube
 from schedpolicy.shell.leadership import LeaseSettings
