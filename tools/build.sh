@@ -91,7 +91,7 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 have_go=$(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')
-if [[ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -1)" != "$need_go" ]]; then
+if [[ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | awk 'NR == 1')" != "$need_go" ]]; then
   echo "tools: Go $have_go is too old; install Go >= $need_go (https://go.dev/dl/)." >&2
   exit 1
 fi

@@ -153,7 +153,7 @@ po_version=v$("$bin/prometheus-operator" --short-version)
 po_ref=quay.io/prometheus-operator/prometheus-operator:$po_version
 reloader_ref=quay.io/prometheus-operator/prometheus-config-reloader:$po_version
 one_binary "$prom_ref" "$bin/prometheus" /bin/prometheus 65534 prometheus
-got=$(runs_as_chart "$prom_ref" 65534 /bin/prometheus --version | head -1)
+got=$(runs_as_chart "$prom_ref" 65534 /bin/prometheus --version | awk 'NR == 1')
 echo "image: $prom_ref runs read-only as 65534 ($got): $(export_archive "$prom_ref" prometheus)"
 one_binary "$po_ref" "$bin/prometheus-operator" /bin/operator 65534 prometheus-operator
 got=$(runs_as_chart "$po_ref" 65534 /bin/operator --short-version)
