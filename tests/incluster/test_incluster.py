@@ -455,7 +455,13 @@ def test_the_controller_warns_before_its_memory_limit(installed: LocalCluster) -
         policies = {e["involvedObject"]["name"] for e in mine}
         return mine if policies >= {"incluster-apps"} else None
 
-    events = wait_until(warned, within=90, what="MemoryNearLimit Events on the policies")
+    try:
+        events = wait_until(warned, within=90, what="MemoryNearLimit Events on the policies")
+    except AssertionError as err:
+        logs = installed.kubectl(
+            "logs", "-n", NS, "-l", "app.kubernetes.io/component=operator", "--tail=20"
+        )
+        raise AssertionError(f"{err}; the controllers' logs:\n{logs}") from None
     print(f"memory guard: {events[0]['message']}")
     for event in events:
         assert event["type"] == "Warning"

@@ -88,7 +88,7 @@ def test_prometheus_scrapes_every_chart_target_through_its_service_monitors(
 
 
 def test_the_chart_alerts_are_loaded_and_healthy(prometheus: PrometheusAPI) -> None:
-    """Prometheus loads the chart's 8 alerts from its PrometheusRule, all of them healthy."""
+    """Prometheus loads the chart's 9 alerts from its PrometheusRule, all of them healthy."""
 
     def loaded() -> list[dict[str, Any]] | None:
         groups = prometheus.get("rules", type="alert")["groups"]
@@ -97,7 +97,8 @@ def test_the_chart_alerts_are_loaded_and_healthy(prometheus: PrometheusAPI) -> N
 
     rules = wait_until(loaded, within=120, what="the PrometheusRule to be loaded")
     names = {r["name"] for r in rules}
-    assert len(names) == 8, names
+    assert len(names) == 9, names
+    assert "SchedpolicyMemoryNearLimit" in names
     bad = {r["name"]: r.get("lastError") for r in rules if r.get("health") not in ("ok", "unknown")}
     assert bad == {}
 

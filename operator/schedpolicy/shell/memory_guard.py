@@ -1,6 +1,6 @@
 """Says so before the kernel does: reads the process's resident memory and its cgroup's limit
 every few seconds, exports both, and warns on every policy once each time the process
-crosses into NEAR of the limit (core/memory_pressure.py decides)."""
+crosses into its near-limit share (core/memory_pressure.py decides)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ class MemoryGuard:
         self.files = limit_files() if files is None else files
         self.rss = rss
         self.near = False
+        self.warned: set[str] = set()  # policy UIDs told during the current crossing
 
     def read(self) -> MemoryReading:
         return MemoryReading(self.rss(), read_limit(self.files))
@@ -82,12 +83,21 @@ class MemoryGuard:
         now = reading.near(self.threshold)
         metrics.set_memory(reading.limit, now)
         if crossed_into(self.near, now):
-            message = f"{os.environ.get('POD_NAME', 'the controller')}: {reading.describe()}"
-            log.warning("%s", message)
-            for ref in self.policies():
-                await self.events.warn(ref, REASON, message)
+            log.warning("%s", self._message(reading))
         self.near = now
+        if not now:
+            self.warned.clear()
+            return reading
+        # Once per policy per crossing: a policy seen only after the crossing (the watch
+        # may not have listed them yet when the process starts near its limit) is told too.
+        for ref in self.policies():
+            if ref.uid not in self.warned:
+                await self.events.warn(ref, REASON, self._message(reading))
+                self.warned.add(ref.uid)
         return reading
+
+    def _message(self, reading: MemoryReading) -> str:
+        return f"{os.environ.get('POD_NAME', 'the controller')}: {reading.describe()}"
 
     async def run(self) -> None:
         while True:
