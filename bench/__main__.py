@@ -21,6 +21,7 @@ from bench import report
 from bench.admission.run import run_b3, run_b3_cost, run_b3_memory
 from bench.charts import RESULTS
 from bench.convergence import run as convergence
+from bench.envelope import run as envelope
 from bench.gpu_hours import run as gpu_hours
 from bench.packing import churn, dra, stream
 from bench.replay.lane_spec import LaneError
@@ -94,6 +95,13 @@ def _later_headline(key: str, r: dict[str, Any]) -> str:
         return (
             f"B5g GPU nodes freed: none {f['no_policy']}, CPU fill {f['cpu_fill']}, GPU fill"
             f" {f['gpu_fill']}, ideal {f['ideal']}"
+        )
+    if key == "b8-envelope":
+        last = r["steps"][-1]
+        return (
+            f"B8 {last['pods']} pods: controller peak {last['controller']['peak_mib']} MiB,"
+            f" churn lag p99 {r['churn']['watch']['lag_new_pods']['p99']} s,"
+            f" wrong after {r['churn']['wrong_after']}"
         )
     if key.startswith(("b6-gpu-hours", "b7-serving", "b7e-no-eviction")):
         lanes = r["lanes"]
@@ -184,6 +192,7 @@ def run_each(
         ("B6", "b6-gpu-hours", gpu_hours.run_b6),
         ("B7", *choice.bench("B7")),
         ("B7E", *choice.bench("B7E")),
+        ("B8", "b8-envelope", envelope.run_b8),
     ]
     failed = False
     for tag, key, fn in runs:

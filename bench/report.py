@@ -10,6 +10,7 @@ from typing import Any
 from bench import charts
 from bench.admission.section import section_b3, section_b3_cost, section_b3_memory
 from bench.convergence.section import section_b1, section_b2
+from bench.envelope.section import section_b8
 from bench.gpu_hours.section import section_b6
 from bench.packing.section import section_b4, section_b4_dra, section_b4c
 from bench.scaledown.section import section_b5, section_b5g
@@ -30,6 +31,7 @@ ORDER = (
     "b6-gpu-hours",
     "b7-serving",
     "b7e-no-eviction",
+    "b8-envelope",
 )
 # Results of a benchmark run on another day of its trace: `<key>-day<N>`, after the key's own.
 DAY = "-day"
@@ -47,6 +49,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "b6-gpu-hours": section_b6,
     "b7-serving": section_b7,
     "b7e-no-eviction": section_b7e,
+    "b8-envelope": section_b8,
 }
 
 

@@ -177,6 +177,12 @@ WATCH_EVENTS = Counter(
     ["kind", "type"],
 )
 
+WRITE_QUEUE_DEPTH = Gauge(
+    "schedpolicy_write_queue_depth",
+    "Pods and nodes waiting for a writer, not counting the writes on the wire. A depth that"
+    " stays up says the writers do not keep up with the cluster's churn.",
+)
+
 LEADER = Gauge(
     "schedpolicy_leader",
     "1 while this replica holds the leader Lease and runs the writers (or runs with no Lease"

@@ -38,6 +38,8 @@ class WriteQueue:
         self.in_flight: set[str] = set()  # pod UIDs
         self._recheck: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Read at scrape time: nothing on the hot path pays for the gauge.
+        metrics.WRITE_QUEUE_DEPTH.set_function(self._queue.qsize)
 
     def pod(self, uid: str) -> None:
         self._put(f"pod:{uid}")

@@ -1,0 +1,1 @@
+"""B8: the Kubernetes envelope (150k pods on 5k nodes), measured."""

@@ -1,0 +1,149 @@
+"""B8's section of bench/REPORT.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.charts import header, row
+
+
+def _fit(steps: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """Least squares of a process's MiB on pods: (MiB at 0 pods, KiB per pod)."""
+    xs = [s["pods"] for s in steps]
+    ys = [key_of(s, key) for s in steps]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / max(
+        sum((x - mx) ** 2 for x in xs), 1e-9
+    )
+    return round(my - slope * mx, 1), round(slope * 1024, 2)
+
+
+def key_of(step: dict[str, Any], key: str) -> float:
+    if key == "controller":
+        return float(step["controller"]["peak_mib"])
+    if key == "webhook":
+        return float(step["webhook"]["peak_mib"])
+    return float(step["control_plane"][key]["peak_mib"])
+
+
+def section_b8(r: dict[str, Any]) -> list[str]:
+    steps, churn = r["steps"], r["churn"]
+    last = steps[-1]
+    plane = last["control_plane"]
+    lines = [
+        "## B8: the envelope",
+        f"The fleet grown in {len(steps)} steps to {last['pods']} pods in ReplicaSets on"
+        f" {last['nodes']} KWOK nodes (a tenth of them 8-GPU nodes; three zones; a third spot),"
+        " created bound by the bench's own client. Changed for the size: "
+        + "; ".join(r["control_plane_changes"])
+        + ". At each step a fresh controller (the chart's write concurrency) converges the"
+        " step's new pods and is restarted over the converged fleet; every figure is from"
+        " /proc and the controller's metrics.",
+        "",
+        *header(
+            "pods",
+            "nodes",
+            "created pods/s",
+            "controller peak MiB",
+            "settled MiB",
+            "restart peak MiB",
+            "webhook MiB",
+            "chart scheduler MiB",
+            "apiserver MiB",
+            "etcd MiB",
+        ),
+    ]
+    for s in steps:
+        cp = s["control_plane"]
+        lines.append(
+            row(
+                s["pods"],
+                s["nodes"],
+                s["created"]["pods_per_second"],
+                s["controller"]["peak_mib"],
+                s["controller"]["rss_mib"],
+                s["restart"]["peak_mib"],
+                s["webhook"]["peak_mib"],
+                cp.get("schedpolicy-scheduler", {}).get("peak_mib"),
+                cp.get("kube-apiserver", {}).get("peak_mib"),
+                cp.get("etcd", {}).get("peak_mib"),
+            )
+        )
+    lines += [
+        "",
+        *header(
+            "pods",
+            "new pods",
+            "s to sync",
+            "s to converge",
+            "writes/s",
+            "restart: s to sync",
+            "restart: writes",
+            "CPU s per 1,000 pod events",
+            "wrong after",
+        ),
+    ]
+    for s in steps:
+        lines.append(
+            row(
+                s["pods"],
+                s["to_write"],
+                s["seconds_to_sync"],
+                s["seconds_to_converge"],
+                s["writes_per_second"],
+                s["restart"]["seconds_to_sync"],
+                s["restart"]["writes"],
+                s["cpu_seconds_per_1000_pod_events"],
+                s["wrong_after"],
+            )
+        )
+    base, per_pod = _fit(steps, "controller")
+    lines += [
+        "",
+        f"Controller peak, fitted over the steps: {base} MiB + {per_pod} KiB a pod"
+        f" ({round(base + per_pod * 150_000 / 1024)} MiB at 150k pods). KWOK at the last step:"
+        f" {plane.get('kwok', {}).get('peak_mib')} MiB; kube-controller-manager"
+        f" {plane.get('kube-controller-manager', {}).get('peak_mib')} MiB.",
+        "",
+    ]
+    a, w = churn["audit"], churn["watch"]
+    lines += [
+        f"**Churn** at {last['pods']} pods: {churn['target_per_second']} replacements a second"
+        f" asked (a delete and a bound create each), {churn['achieved_per_second']} achieved over"
+        f" {churn['seconds']} s ({churn['replaced']} replaced; the driver's requests refused:"
+        f" {churn['driver_refused'] or 'none'}).",
+        "",
+        *header("lag to the right cost (s)", "count", "p50", "p99", "max"),
+        row(
+            "new pods, audit log",
+            a["lag"]["count"],
+            a["lag"]["p50"],
+            a["lag"]["p99"],
+            a["lag"]["max"],
+        ),
+        row(
+            "new pods, watch",
+            w["lag_new_pods"]["count"],
+            w["lag_new_pods"]["p50"],
+            w["lag_new_pods"]["p99"],
+            w["lag_new_pods"]["max"],
+        ),
+        row(
+            "their nodes' other pods, watch",
+            w["lag_rippled_pods"]["count"],
+            w["lag_rippled_pods"]["p50"],
+            w["lag_rippled_pods"]["p99"],
+            w["lag_rippled_pods"]["max"],
+        ),
+        "",
+        f"Write queue depth: max {churn['queue_depth']['max']}, p99 {churn['queue_depth']['p99']},"
+        f" mean {churn['queue_depth']['mean']}. Controller writes refused by APF or etcd:"
+        f" {a['controller_writes_refused'] or 'none'} (a refused write is retried after a"
+        " timer, shell/write_queue.py). New pods never costed: audit"
+        f" {a['never_patched']}, watch {w['new_pods_never_costed']}. Pods whose stored cost"
+        f" differs from a fresh recompute at the end: **{churn['wrong_after']}** of"
+        f" {churn['pods_after']}. Controller after the churn: {churn['controller']['rss_mib']} MiB"
+        f" (peak {churn['controller']['peak_mib']}).",
+    ]
+    return lines
