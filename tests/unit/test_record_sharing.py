@@ -36,3 +36,23 @@ def test_records_share_what_pods_repeat() -> None:
     assert (a.annotations[COST], a.created) == ("400", "2026-12-07T10:00:00Z")
     # An annotation nobody reads the value of is kept as it came.
     assert a.annotations["note"] == "kept as is"
+
+
+def with_containers(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    pod = body(name)
+    pod["spec"] = {"nodeName": "n1", **spec}
+    return pod
+
+
+def test_pods_that_ask_alike_share_their_requests_and_only_they_do() -> None:
+    init = {"name": "i", "resources": {"requests": {"cpu": "1"}}}
+    app = {"name": "c", "resources": {"requests": {"cpu": "500m"}}}
+    plain = {"initContainers": [init], "containers": [app]}
+    sidecar = {"initContainers": [{**init, "restartPolicy": "Always"}], "containers": [app]}
+    a, b = pod_record(with_containers("a", plain)), pod_record(with_containers("b", plain))
+    assert a.requests is b.requests
+    assert a.requests == {"cpu": 1_000}  # the init container's peak
+    # The same containers, but the init container a sidecar: it runs beside the app.
+    assert pod_record(with_containers("c", sidecar)).requests == {"cpu": 1_500}
+    overhead = {**plain, "overhead": {"cpu": "250m"}}
+    assert pod_record(with_containers("d", overhead)).requests == {"cpu": 1_250}

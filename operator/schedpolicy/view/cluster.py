@@ -10,8 +10,9 @@ change can be traced to the pods whose cost it affects.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from schedpolicy.core.deletion_cost import karpenter_gate
@@ -113,7 +114,9 @@ class ClusterView:
         self.devices = DeviceIndex()
         self.karpenter_gate = karpenter_gate.Memory()  # Karpenter's gate, once seen at work
         # What re-costs pods, from the signals' registry (see recosting()).
-        self._node_fields, self._ripples = recosting(registry.SIGNALS)
+        node_fields, ripples = recosting(registry.SIGNALS)
+        self._cost_inputs: Callable[[NodeRecord], tuple[object, ...]] = attrgetter(*node_fields)
+        self._watches = tuple(Watch.of(r) for r in ripples)
 
     # -- policies
 
@@ -180,7 +183,7 @@ class ClusterView:
 
     def _ripple(self, old: PodRecord | None, new: PodRecord | None) -> Affected:
         """The other pods whose cost a pod's change moves, as each signal's Ripple says."""
-        affected = rippled(self._ripples, old, new)
+        affected = rippled(self._watches, old, new)
         for rs in affected.replicasets:
             self._zone_cache.pop(rs, None)
         return affected
@@ -242,9 +245,6 @@ class ClusterView:
                     affected.replicasets.add(rs)
                     self._zone_cache.pop(rs, None)
         return affected
-
-    def _cost_inputs(self, node: NodeRecord) -> tuple[object, ...]:
-        return tuple(getattr(node, f) for f in self._node_fields)
 
     def node_names(self) -> set[str]:
         return set(self.nodes)
@@ -345,28 +345,37 @@ def recosting(kinds: tuple[SignalKind[Any], ...]) -> tuple[tuple[str, ...], tupl
     return tuple(dict.fromkeys(fields)), tuple(k.ripple for k in kinds if k.ripple is not None)
 
 
-def rippled(ripples: tuple[Ripple, ...], old: PodRecord | None, new: PodRecord | None) -> Affected:
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """A Ripple made ready for upsert_pod, which runs it on every pod event: its fields
+    read by one attrgetter, not a name lookup each."""
+
+    on_node: bool  # the scope: the pod's node, or else its ReplicaSet
+    when: Callable[[PodRecord], bool]
+    key: Callable[[PodRecord], tuple[Any, ...]]  # the scope's key first, then the other fields
+
+    @classmethod
+    def of(cls, ripple: Ripple) -> Watch:
+        scope = "node_name" if ripple.scope == "node" else "replicaset_uid"
+        fields = (scope, *(f for f in ripple.fields if f != scope))
+        # attrgetter of one name returns the value, not a 1-tuple; the key is always a tuple.
+        read = attrgetter(*fields, scope) if len(fields) == 1 else attrgetter(*fields)
+        return cls(ripple.scope == "node", attrgetter(ripple.when), read)
+
+    def watched(self, pod: PodRecord | None) -> tuple[Any, ...] | None:
+        return self.key(pod) if pod is not None and self.when(pod) else None
+
+
+def rippled(watches: tuple[Watch, ...], old: PodRecord | None, new: PodRecord | None) -> Affected:
     """The nodes and ReplicaSets whose pods a pod's change re-costs."""
     affected = Affected()
-    for ripple in ripples:
-        before, after = _ripple_key(ripple, old), _ripple_key(ripple, new)
+    for watch in watches:
+        before, after = watch.watched(old), watch.watched(new)
         if before == after:
             continue
         touched = {k[0] for k in (before, after) if k is not None and k[0] is not None}
-        if ripple.scope == "node":
+        if watch.on_node:
             affected.nodes |= touched
         else:
             affected.replicasets |= touched
     return affected
-
-
-def _ripple_key(ripple: Ripple, pod: PodRecord | None) -> tuple[Any, ...] | None:
-    """What of a pod its Ripple watches: the scope's key first, then the other fields."""
-    if pod is None or not getattr(pod, ripple.when):
-        return None
-    return tuple(getattr(pod, f) for f in _scope_first(ripple))
-
-
-def _scope_first(ripple: Ripple) -> tuple[str, ...]:
-    key = "node_name" if ripple.scope == "node" else "replicaset_uid"
-    return (key, *(f for f in ripple.fields if f != key))

@@ -19,7 +19,7 @@ import msgspec
 
 from schedpolicy.core.api import SpecError, parse_spec
 from schedpolicy.core.policy.matching import Policy
-from schedpolicy.core.resources import QuantityError, effective_requests, millicores, parse_quantity
+from schedpolicy.core.resources import QuantityError, millicores, parse_quantity
 from schedpolicy.core.wellknown import (
     COST_ANNOTATION,
     DRAIN_TAINTS,
@@ -28,6 +28,7 @@ from schedpolicy.core.wellknown import (
     ZONE_LABEL,
 )
 from schedpolicy.view import wire
+from schedpolicy.view.pod_requests import milli_requests
 
 # Annotations nobody here reads, and which can be large.
 _COST_KEYS = frozenset({COST_ANNOTATION, KARPENTER_COST_ANNOTATION})
@@ -259,17 +260,10 @@ def only_cost_changed(before: PodRecord, after: PodRecord) -> bool:
     )
 
 
-def _spec_requests(spec: wire.PodSpec) -> dict[str, Any]:
-    # resources.effective_requests is written over the API's JSON shape; a pod has few
-    # containers, so rebuilding that much of it is cheap.
-    return dict(msgspec.to_builtins(spec))
-
-
 def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> PodRecord:
     pod = as_shape(wire.Pod, body)
     meta, spec, status = pod.metadata, pod.spec, pod.status
     owner = meta.controller()
-    requests = effective_requests(_spec_requests(spec))
     raw_annotations = meta.annotations or {}
     annotations = (
         {k: v for k, v in raw_annotations.items() if k not in _DROPPED_ANNOTATIONS}
@@ -290,7 +284,7 @@ def pod_record(body: Mapping[str, Any] | wire.Pod, shared: Shared = SHARED) -> P
         phase=text(status.phase or "Pending"),
         terminating=meta.deletion_timestamp is not None,
         conditions=shared.mapping({c.type: c.status for c in status.conditions or ()}),
-        requests=shared.amounts({k: millicores(v) for k, v in requests.items()}),
+        requests=shared.amounts(milli_requests(spec)),
         pod_ip=status.pod_ip or None,
         scheduler_name=text(spec.scheduler_name or "default-scheduler"),
         # Pods are created in bursts: many share the second, and costs are bucketed.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from schedpolicy.core.consolidation.api import NodeConsolidationSignal
 from schedpolicy.core.gpu.dra import DeviceShare
@@ -24,7 +25,9 @@ class ResourceShare:
     def advertised(self) -> bool:
         return self.allocatable > 0
 
-    @property
+    # Cached: the dominant share, its ties, the fill and the words each read it again, and a
+    # Fraction is costly to build (the cost of every pod on a node reads its fill).
+    @cached_property
     def share(self) -> Fraction:
         if not self.advertised:
             return Fraction(0)

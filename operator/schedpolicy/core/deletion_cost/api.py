@@ -40,13 +40,16 @@ class SignalBase(Model):
     """What every Signal model has, whatever signals it was built from (signal_model)."""
 
     kinds: ClassVar[tuple[SignalKind[Any], ...]] = ()
+    # By type: the kind, its member's attribute, and its defaults where the member may be left
+    # out. Resolved once per model, not once per pod scored.
+    by_type: ClassVar[dict[str, tuple[SignalKind[Any], str, Any]]] = {}
     if TYPE_CHECKING:
         type: str
 
     @model_validator(mode="after")
     def _member_matches_type(self) -> Self:
-        for kind in self.kinds:
-            present = getattr(self, _snake(kind.member)) is not None
+        for kind, member, _ in self.by_type.values():
+            present = getattr(self, member) is not None
             if present and kind.optional and self.type != kind.name:
                 raise ValueError(_member_rule(kind)[1])
             if not kind.optional and present != (self.type == kind.name):
@@ -54,13 +57,16 @@ class SignalBase(Model):
         return self
 
     def kind(self) -> SignalKind[Any]:
-        return next(k for k in self.kinds if k.name == self.type)
+        return self.by_type[self.type][0]
 
     def params(self) -> Any:
-        """This signal's parameters: its member, or the defaults where it may be left out."""
-        kind = self.kind()
-        value = getattr(self, _snake(kind.member))
-        return value if value is not None else kind.params()
+        """This signal's parameters: its member, or the defaults where it may be left out
+        (one instance, shared: parameters are frozen)."""
+        kind, member, defaults = self.by_type[self.type]
+        value = getattr(self, member)
+        if value is not None:
+            return value
+        return defaults if defaults is not None else kind.params()
 
 
 SIGNAL_DOC = (
@@ -79,6 +85,10 @@ def signal_model(kinds: tuple[SignalKind[Any], ...]) -> type[SignalBase]:
         "__doc__": SIGNAL_DOC,
         "__qualname__": "Signal",
         "kinds": kinds,
+        "by_type": {
+            kind.name: (kind, _snake(kind.member), kind.params() if kind.optional else None)
+            for kind in kinds
+        },
         "model_config": ConfigDict(
             json_schema_extra=validations(
                 *(cel(*_member_rule(kind), f".{kind.member}") for kind in kinds)

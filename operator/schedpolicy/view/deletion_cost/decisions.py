@@ -16,33 +16,41 @@ from schedpolicy.core.deletion_cost.signals.metric import MetricSignal
 from schedpolicy.core.gpu.dra import DeviceShare
 from schedpolicy.core.policy import matching
 from schedpolicy.core.wellknown import FIELD_MANAGER
-from schedpolicy.view.cluster import ClusterView, PodRecord
+from schedpolicy.view.cluster import ClusterView, NodeRecord, PodRecord
+
+_NO_LABELS: Mapping[str, str] = {}
 
 
 class ViewFacts:
-    """A pod's facts as the view holds them, read only when a signal asks (PodFacts)."""
+    """A pod's facts as the view holds them, read only when a signal asks (PodFacts).
 
-    def __init__(self, view: ClusterView, pod: PodRecord) -> None:
+    One is made per decision: slotted, and what is a mere attribute read is read up front,
+    since signals read those several times each."""
+
+    __slots__ = (
+        "_node",
+        "_pod",
+        "_spread",
+        "_view",
+        "conditions",
+        "node_labels",
+        "node_name",
+        "pod_uid",
+    )
+    pod_uid: str
+    node_name: str | None  # None until bound to a node the view knows
+    node_labels: Mapping[str, str]
+    conditions: Mapping[str, str]
+
+    def __init__(self, view: ClusterView, pod: PodRecord, node: NodeRecord | None) -> None:
         self._view = view
         self._pod = pod
-        self._node = view.nodes.get(pod.node_name) if pod.node_name else None
+        self._node = node
         self._spread: ZoneSpread | None = None
-
-    @property
-    def pod_uid(self) -> str:
-        return self._pod.uid
-
-    @property
-    def node_name(self) -> str | None:
-        return self._node.name if self._node is not None else None
-
-    @property
-    def node_labels(self) -> Mapping[str, str]:
-        return self._node.labels if self._node is not None else {}
-
-    @property
-    def conditions(self) -> Mapping[str, str]:
-        return self._pod.conditions
+        self.pod_uid = pod.uid
+        self.node_name = node.name if node is not None else None
+        self.node_labels = node.labels if node is not None else _NO_LABELS
+        self.conditions = pod.conditions
 
     def node_allocatable(self) -> Mapping[str, int]:
         return self._node.allocatable if self._node is not None else {}
@@ -80,16 +88,6 @@ class PodCost:
     plan: costs.CostPlan
 
 
-def _leaving(view: ClusterView, node_name: str | None) -> bool:
-    node = view.nodes.get(node_name) if node_name else None
-    return node is not None and node.leaving
-
-
-def _node_labels(view: ClusterView, node_name: str | None) -> Mapping[str, str] | None:
-    node = view.nodes.get(node_name) if node_name else None
-    return node.labels if node is not None else None
-
-
 def pod_cost(
     view: ClusterView,
     pod: PodRecord,
@@ -103,9 +101,10 @@ def pod_cost(
     match = matching.governing_policy(candidates, "deletionCost", pod.labels, ns_labels)
     policy = match.policy
     spec = policy.spec.deletion_cost if policy is not None else None
+    node = view.nodes.get(pod.node_name) if pod.node_name else None
     decision = None
     if policy is not None and spec is not None and pod.replicaset_uid is not None:
-        decision = costs.decide(spec, ViewFacts(view, pod), now)
+        decision = costs.decide(spec, ViewFacts(view, pod, node), now)
     state = costs.PodCostState(
         replicaset_owned=pod.replicaset_uid is not None,
         active=pod.active,
@@ -114,8 +113,8 @@ def pod_cost(
         ours=FIELD_MANAGER in pod.cost_managers,
         karpenter_current=pod.karpenter_cost,
         karpenter_ours=FIELD_MANAGER in pod.karpenter_cost_managers,
-        node_leaving=_leaving(view, pod.node_name),
-        karpenter_gate=view.karpenter_gate.covers(_node_labels(view, pod.node_name)),
+        node_leaving=node is not None and node.leaving,
+        karpenter_gate=view.karpenter_gate.covers(node.labels if node is not None else None),
     )
     return PodCost(
         pod, match, decision, costs.plan(state, policy.name if policy else None, spec, decision)
