@@ -5,8 +5,10 @@ controller keeps the costs right.
 The lag of a new pod is from its create to the controller's first cost patch on it, on the
 apiserver's clock (the audit log) and on a watch's clock (this process watches the pods as
 any client would). A churned node's other pods change cost too (NodeConsolidation counts
-pods a node): their lag is from the last create or delete on their node to their new
-cost, on the watch's clock. At the end every pod's stored cost is checked against the pure
+pods a node, ZoneBalance a ReplicaSet's pods a zone): their lag is from the latest create or
+delete on their node or in their ReplicaSet to their new cost, on the watch's clock; a lower
+bound, as an earlier one may have been the cause, and held up to minUpdateIntervalSeconds
+(10 s by default) by design. At the end every pod's stored cost is checked against the pure
 core's recompute of a fresh listing.
 """
 
@@ -47,6 +49,7 @@ class _Meta(msgspec.Struct, frozen=True):
     name: str = ""
     namespace: str = ""
     annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
 
 
 class _Spec(msgspec.Struct, frozen=True):
@@ -69,7 +72,10 @@ class Watched:
 
     added: dict[str, float] = field(default_factory=dict)  # uid of a churned-in pod
     first_cost: dict[str, float] = field(default_factory=dict)
-    node_touched: dict[str, float] = field(default_factory=dict)  # node -> last churn there
+    # The last create or delete on a node, and in a ReplicaSet (namespace/app): what may have
+    # changed the cost of the node's and the set's other pods.
+    node_touched: dict[str, float] = field(default_factory=dict)
+    set_touched: dict[str, float] = field(default_factory=dict)
     cost: dict[str, str] = field(default_factory=dict)
     ripple_lags: list[float] = field(default_factory=list)
     events: int = 0
@@ -91,11 +97,12 @@ async def _watch(
             seen.events += 1
             meta, node = ev.object.metadata, ev.object.spec.nodeName
             cost = meta.annotations.get(COST_ANNOTATION)
+            owner = f"{meta.namespace}/{meta.labels.get('app', '')}"
             if ev.type == "ADDED" and meta.name in churned:
                 seen.added[meta.uid] = now
-                seen.node_touched[node] = now
+                seen.node_touched[node] = seen.set_touched[owner] = now
             elif ev.type == "DELETED":
-                seen.node_touched[node] = now
+                seen.node_touched[node] = seen.set_touched[owner] = now
                 if meta.uid not in seen.first_cost:
                     # Replaced again before its first cost: nothing left to cost.
                     seen.added.pop(meta.uid, None)
@@ -103,8 +110,10 @@ async def _watch(
                 continue
             if meta.uid in seen.added:
                 seen.first_cost.setdefault(meta.uid, now)
-            elif seen.cost.get(meta.uid, cost) != cost and node in seen.node_touched:
-                seen.ripple_lags.append(now - seen.node_touched[node])
+            elif seen.cost.get(meta.uid, cost) != cost:
+                cause = max(seen.node_touched.get(node, 0.0), seen.set_touched.get(owner, 0.0))
+                if cause:
+                    seen.ripple_lags.append(now - cause)
             seen.cost[meta.uid] = cost
 
 
@@ -186,6 +195,9 @@ def _audit_lags(logs: Path, since: datetime, churned: set[str]) -> dict[str, Any
                 user = raw.get("user", {}).get("username", "")
                 if verb == "create" and name in churned and code in (200, 201):
                     created[name] = at
+                elif verb == "delete" and name in created and name not in patched:
+                    # Replaced again before its first cost: nothing was left to cost.
+                    del created[name]
                 elif user == OPERATOR_USER and verb == "patch":
                     if code in (429, 500, 503, 504):
                         refused[code] += 1

@@ -32,8 +32,9 @@ POLICY = {
     "metadata": {"name": "envelope"},
     "spec": {
         "namespaceSelector": {"matchLabels": LABEL},
+        # The CRD's defaults otherwise (bucket 100, minUpdateIntervalSeconds 10), as an admin
+        # would run it: the first write to a pod is never held by the interval.
         "deletionCost": {
-            "minUpdateIntervalSeconds": 0,
             "signals": [
                 {"type": "CapacityType", "capacityType": {"spot": -300, "onDemand": 0}},
                 {"type": "NodeConsolidation", "nodeConsolidation": {"points": 300}},
@@ -52,6 +53,9 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   podPlayStageParallelism: 16
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
 """
 
 
@@ -77,6 +81,10 @@ def reconfigure(cluster: LocalCluster) -> list[str]:
         Kwok.name, [*argv, f"--config={config}", f"--node-lease-duration-seconds={LEASE_SECONDS}"]
     )
     time.sleep(5)
+    for name in (ControllerManager.name, Kwok.name):
+        record = sup.get(name)
+        if record is None or not record.alive():
+            raise RuntimeError(f"{name} did not survive B8's settings; see {cluster.workdir}/logs")
     return [
         "the default kube-scheduler stopped (pods are created bound)",
         "kube-controller-manager without the ReplicaSet and Deployment controllers"

@@ -108,6 +108,8 @@ def section_b8(r: dict[str, Any]) -> list[str]:
         "",
     ]
     a, w = churn["audit"], churn["watch"]
+    per = churn["controller_writes"] / max(churn["replaced"], 1)
+    bound = last["writes_per_second"] / per if per else None
     lines += [
         f"**Churn** at {last['pods']} pods: {churn['target_per_second']} replacements a second"
         f" asked (a delete and a bound create each), {churn['achieved_per_second']} achieved over"
@@ -130,12 +132,19 @@ def section_b8(r: dict[str, Any]) -> list[str]:
             w["lag_new_pods"]["max"],
         ),
         row(
-            "their nodes' other pods, watch",
+            "their node's and ReplicaSet's other pods, watch (a lower bound)",
             w["lag_rippled_pods"]["count"],
             w["lag_rippled_pods"]["p50"],
             w["lag_rippled_pods"]["p99"],
             w["lag_rippled_pods"]["max"],
         ),
+        "",
+        f"Each replacement cost the controller **{per:.1f} writes** (the new pod's, and the"
+        " re-costs of its node's and its ReplicaSet's other pods). At the"
+        f" {last['writes_per_second']} writes a second the controller sustained while it"
+        f" converged this fleet, that bounds the replacements it can keep right at about"
+        f" **{bound:.0f} a second** here; new pods go ahead of re-costs in its queue"
+        " (shell/write_queue.py), so their lag stays low above that rate while re-costs wait.",
         "",
         f"Write queue depth: max {churn['queue_depth']['max']}, p99 {churn['queue_depth']['p99']},"
         f" mean {churn['queue_depth']['mean']}. Controller writes refused by APF or etcd:"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schedpolicy.core.deletion_cost.costs import CostPlan
-from schedpolicy.core.deletion_cost.write_gate import Gate, cost_gate
+from schedpolicy.core.deletion_cost.write_gate import Gate, cost_gate, first_in_line
 
 WRITE = CostPlan("write", "100", "changed", policy="p")
 REMOVE = CostPlan("remove", "100", "not-governed", policy=None)
@@ -81,3 +81,19 @@ def test_gate(
         plan, awaiting_echo=echo, in_flight=flight, last_write=last, interval=interval, now=now
     )
     assert got == gate
+
+
+@pytest.mark.parametrize(
+    ("plan", "current", "first"),
+    [
+        (WRITE, None, True),
+        (WRITE, "0", False),
+        (REMOVE, None, False),
+        (NOTHING, None, False),
+        # Only karpenter.sh/disruption-cost changes (the gate owns pod-deletion-cost).
+        (CostPlan("write", None, "changed", policy="p", karpenter="5"), None, False),
+    ],
+    ids=["new-pod", "re-cost", "remove", "nothing", "karpenter-only"],
+)
+def test_first_in_line(plan: CostPlan, current: str | None, first: bool) -> None:
+    assert first_in_line(plan, current) is first

@@ -257,7 +257,7 @@ class Reconciler:
             metrics.COST_SKIPPED.labels(reason="rate-limited").inc()
             self.queue.retry_in(pod.uid, gate.not_before - self.clock.monotonic())
         elif gate.verdict == "write":
-            self.queue.pod(pod.uid)
+            self.queue.pod(pod.uid, first=write_gate.first_in_line(plan, pod.cost))
 
     async def _plan_nodes(self, names: set[str]) -> None:
         if not names:

@@ -3,6 +3,10 @@
 Each pod or node is queued at most once; a pod planned again while its write is on the
 wire is looked at again once that write returns, never written twice at once. Retries
 (a rate limit, a failed write) are timers that put the pod back in front of the planner.
+
+A pod that carries no cost yet goes ahead of the re-costs. Under churn one new pod can
+re-cost dozens of others (its node's, its ReplicaSet's zone), and a pod with no cost at
+all is the most wrong: it ranks at 0 beside its ReplicaSet's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from schedpolicy.view.cluster import Affected
 log = logging.getLogger("schedpolicy.reconciler")
 
 LABEL_RETRY_SECONDS = 2.0
+FIRST, NEXT = 0, 1
 
 
 class WriteQueue:
@@ -32,8 +37,10 @@ class WriteQueue:
     ) -> None:
         self.costs, self.labels = costs, labels
         self.policies, self.changed = policies, changed
-        # Work items are "pod:<uid>" or "node:<name>".
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        # Work items are "pod:<uid>" or "node:<name>", after their rank (FIRST or NEXT) and
+        # their arrival, so that items of one rank leave in the order they came.
+        self._queue: asyncio.PriorityQueue[tuple[int, int, str]] = asyncio.PriorityQueue()
+        self._arrivals = 0
         self._queued: set[str] = set()
         self.in_flight: set[str] = set()  # pod UIDs
         self._recheck: set[str] = set()
@@ -41,11 +48,12 @@ class WriteQueue:
         # Read at scrape time: nothing on the hot path pays for the gauge.
         metrics.WRITE_QUEUE_DEPTH.set_function(self._queue.qsize)
 
-    def pod(self, uid: str) -> None:
-        self._put(f"pod:{uid}")
+    def pod(self, uid: str, first: bool = False) -> None:
+        """`first`: ahead of every item queued without it (a pod that carries no cost yet)."""
+        self._put(f"pod:{uid}", FIRST if first else NEXT)
 
     def node(self, name: str) -> None:
-        self._put(f"node:{name}")
+        self._put(f"node:{name}", NEXT)
 
     def recheck(self, uid: str) -> None:
         """Plan this pod again once its write on the wire returns."""
@@ -64,10 +72,11 @@ class WriteQueue:
         if timer is not None:
             timer.cancel()
 
-    def _put(self, key: str) -> None:
+    def _put(self, key: str, rank: int) -> None:
         if key not in self._queued:
             self._queued.add(key)
-            self._queue.put_nowait(key)
+            self._arrivals += 1
+            self._queue.put_nowait((rank, self._arrivals, key))
 
     def _retry(self, uid: str) -> None:
         self._timers.pop(uid, None)
@@ -76,7 +85,7 @@ class WriteQueue:
     async def work(self) -> None:
         """One worker: run as many as the writes that may be in flight at once."""
         while True:
-            key = await self._queue.get()
+            _, _, key = await self._queue.get()
             self._queued.discard(key)
             kind, _, name = key.partition(":")
             if kind == "node":

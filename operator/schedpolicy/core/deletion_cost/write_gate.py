@@ -51,3 +51,10 @@ def cost_gate(
     if last_write is not None and last_write + interval > now:
         return Gate("wait", "rate-limited", not_before=last_write + interval)
     return Gate("write", plan.action)
+
+
+def first_in_line(plan: CostPlan, current: str | None) -> bool:
+    """Whether this write goes ahead of the re-costs (`current`: the pod's stored cost). A pod
+    with no cost yet ranks at 0 beside its ReplicaSet's, the most wrong a pod can be; a
+    re-cost moves a pod that is already ranked."""
+    return plan.action == "write" and plan.value is not None and current is None
