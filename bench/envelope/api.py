@@ -80,17 +80,24 @@ class Api:
         raise RuntimeError(f"{method} {path}: still refused after 30 attempts")
 
     async def create_all(
-        self, items: Iterable[tuple[str, JSON]], tally: Tally, progress: Callable[[int], None]
+        self,
+        items: Iterable[tuple[str, JSON]],
+        tally: Tally,
+        progress: Callable[[int], None],
+        halt: Callable[[], bool] = lambda: False,
     ) -> list[JSON]:
-        """POST each (path, body), `concurrency` at a time; the created objects, in order."""
+        """POST each (path, body), `concurrency` at a time; the created objects, in order.
+        `halt` is asked every 1,000 creates: once it says so, no more are sent, and the
+        objects not created are left out."""
         work = list(items)
         out: list[JSON] = [{} for _ in work]
         next_index = 0
         done = 0
+        halted = False
 
         async def worker() -> None:
-            nonlocal next_index, done
-            while next_index < len(work):
+            nonlocal next_index, done, halted
+            while next_index < len(work) and not halted:
                 i = next_index
                 next_index += 1
                 path, body = work[i]
@@ -99,11 +106,13 @@ class Api:
                     raise RuntimeError(f"POST {path} {body['metadata']['name']}: {code} {created}")
                 out[i] = created
                 done += 1
+                if done % 1000 == 0:
+                    halted = halted or halt()
                 if done % 5000 == 0:
                     progress(done)
 
         await asyncio.gather(*(worker() for _ in range(self.concurrency)))
-        return out
+        return [o for o in out if o]
 
     async def pages(self, path: str, limit: int = 5000) -> AsyncIterator[JSON]:
         """Every item of a list, a page at a time, so that no one response is huge."""

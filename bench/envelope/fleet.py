@@ -14,13 +14,17 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench import fleet as common
 from bench.envelope.api import JSON, Api, Tally
 
 LABEL = {"bench": "envelope"}
 GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"
-GPU_PODS_PER_NODE = 4  # of 8 GPUs: half-full GPU nodes, as a serving fleet runs them
+GPU_PODS_PER_NODE = 4
+# Below this much available memory the fleet stops growing: the controller, the verifying
+# listings and the churn still need room, and an OOM kill would end the run unmeasured.
+MEMORY_FLOOR_GIB = 3.0  # of 8 GPUs: half-full GPU nodes, as a serving fleet runs them
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Grown:
     pod_seconds: float
     running_seconds: float
     refused: dict[int, int]  # HTTP status -> count, of the creates APF or etcd refused
+    halted: str | None = None  # why it stopped short of the step's pods
 
     @property
     def pods_per_second(self) -> float:
@@ -176,10 +181,18 @@ async def grow(api: Api, index: int, before: Step, after: Step, replicas: int) -
         for j, node in enumerate(placed)
     ]
     path = f"/api/v1/namespaces/{namespace}/pods"
-    await api.create_all(((path, b) for b in bodies), tally, progress("pods"))
+    made = await api.create_all(
+        ((path, b) for b in bodies), tally, progress("pods"), short_of_memory
+    )
     pod_seconds = time.monotonic() - t1
-    await _wait_running(api, namespace, len(bodies))
-    created = [(namespace, b["metadata"]["name"], b["spec"]["nodeName"]) for b in bodies]
+    await _wait_running(api, namespace, len(made))
+    created = [(namespace, m["metadata"]["name"], m["spec"]["nodeName"]) for m in made]
+    halted = None
+    if len(made) < len(bodies):
+        halted = (
+            f"stopped at {before.pods + len(made)} pods: MemAvailable fell below"
+            f" {MEMORY_FLOOR_GIB} GiB ({available_gib():.1f} GiB left)"
+        )
     refused = {code: n for code, n in tally.codes.items() if code not in (200, 201)}
     return Grown(
         namespace,
@@ -189,7 +202,21 @@ async def grow(api: Api, index: int, before: Step, after: Step, replicas: int) -
         round(pod_seconds, 1),
         round(time.monotonic() - t1, 1),
         refused,
+        halted,
     )
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def short_of_memory() -> bool:
+    """Whether growing further would put the machine's own processes at risk: the fleet
+    stops there, and the step is measured at the size it reached."""
+    return available_gib() < MEMORY_FLOOR_GIB
 
 
 async def _wait_nodes_ready(api: Api, names: set[str], within: float = 1800) -> None:

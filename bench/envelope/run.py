@@ -175,6 +175,7 @@ def measure_step(
             "pods_per_second": grown.pods_per_second,
             "seconds_until_running": grown.running_seconds,
             "refused": grown.refused,
+            "halted": grown.halted,
         },
         **converged,
         "webhook": {"peak_mib": round(hook_peak, 1), "idle_mib": round(hook_idle, 1)},
@@ -191,6 +192,7 @@ def run_b8(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
     pods: list[tuple[str, str, str]] = []
     nodes: list[str] = []
     previous = Step(0, 0)
+    stopped = None
     for index, step in enumerate(steps):
 
         async def add(
@@ -206,15 +208,20 @@ def run_b8(cluster: LocalCluster, scale: Scale, out: Path) -> dict[str, Any]:
             f" {grown.pods_per_second} pods/s, all Running after {grown.running_seconds} s",
             flush=True,
         )
-        results.append(measure_step(cluster, scale, index, step, grown))
+        reached = Step(previous.pods + len(grown.pods), previous.nodes + len(grown.nodes))
+        results.append(measure_step(cluster, scale, index, reached, grown))
         print(f"B8 step {index}: {results[-1]}", flush=True)
-        previous = step
+        previous = reached
+        if grown.halted:
+            stopped = grown.halted
+            break
     churned = churn.run(cluster, scale, POLICY, pods, nodes, size)
     return {
         "name": "B8 envelope",
         "scale": size,
         "control_plane_changes": changes,
         "steps": results,
+        "stopped": stopped,
         "churn": churned,
         "goal": (
             "controller <= 400 MiB peak at 150k pods; churn cost lag p99 <= 2 s, 0 lost; the"

@@ -41,6 +41,11 @@ def section_b8(r: dict[str, Any]) -> list[str]:
         " step's new pods and is restarted over the converged fleet; every figure is from"
         " /proc and the controller's metrics.",
         "",
+        *(
+            [f"**The machine stopped the fleet short of the envelope:** {r['stopped']}.", ""]
+            if r.get("stopped")
+            else []
+        ),
         *header(
             "pods",
             "nodes",

@@ -4,11 +4,10 @@ the apiserver stores."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bench.envelope.api import JSON, Api
+from bench.envelope.api import Api
 from bench.envelope.fleet import LABEL
 from schedpolicy.core.wellknown import COST_ANNOTATION
 from schedpolicy.view import snapshot
@@ -27,13 +26,6 @@ def wrong(costs: Costs) -> list[str]:
     return [uid for uid, (_, stored, want) in costs.costs.items() if stored != want]
 
 
-def _slim(pod: JSON) -> JSON:
-    """The listed pod without its managed fields, which nothing here reads and which are
-    most of its size."""
-    pod["metadata"].pop("managedFields", None)
-    return pod
-
-
 async def expected(api: Api, policy: dict[str, Any]) -> Costs:
     nodes = [n async for n in api.pages("/api/v1/nodes")]
     namespaces = [n async for n in api.pages("/api/v1/namespaces")]
@@ -42,20 +34,15 @@ async def expected(api: Api, policy: dict[str, Any]) -> Costs:
         for n in namespaces
         if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in LABEL.items())
     ]
+    # Pods go into the view a page at a time and are dropped: at 150k pods the listed
+    # objects would take more memory than the view's compact records.
+    view = snapshot.build_view(policies=[policy], nodes=nodes, namespaces=namespaces)
     stored: dict[str, str | None] = {}
-    pods: list[JSON] = []
     for ns in ours:
         async for pod in api.pages(f"/api/v1/namespaces/{ns}/pods"):
             meta = pod["metadata"]
             stored[meta["uid"]] = (meta.get("annotations") or {}).get(COST_ANNOTATION)
-            pods.append(_slim(pod))
-
-    def drain() -> Iterator[JSON]:
-        # Handed over one at a time and dropped: the view keeps its compact records only.
-        while pods:
-            yield pods.pop()
-
-    view = snapshot.build_view(policies=[policy], nodes=nodes, namespaces=namespaces, pods=drain())
+            view.upsert_pod(pod)
     out = {}
     for uid, final in decisions.expected_costs(view).items():
         record = view.pods[uid]
