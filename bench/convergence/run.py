@@ -222,6 +222,7 @@ def result_b2(cluster: LocalCluster, scale: Scale, runs: list[Figures]) -> dict[
     return {
         "name": "B2 memory",
         "scale": scale.name,
+        "measured_on": datetime.now(UTC).date().isoformat(),
         "pods": scale.pods,
         "nodes": scale.nodes,
         "operator_peak_rss_mib": round(rss_operator, 1),
