@@ -100,7 +100,7 @@ def _later_headline(key: str, r: dict[str, Any]) -> str:
         last = r["steps"][-1]
         return (
             f"B8 {last['pods']} pods: controller peak {last['controller']['peak_mib']} MiB,"
-            f" churn lag p99 {r['churn']['watch']['lag_new_pods']['p99']} s,"
+            f" churn lag p99 {[p['watch']['lag_new_pods']['p99'] for p in r['churn'].get('phases') or [r['churn']]]} s,"
             f" wrong after {r['churn']['wrong_after']}"
         )
     if key.startswith(("b6-gpu-hours", "b7-serving", "b7e-no-eviction")):

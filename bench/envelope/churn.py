@@ -15,6 +15,7 @@ core's recompute of a fresh listing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -37,11 +38,16 @@ from bench.envelope.verify import expected, wrong
 from bench.scale import Scale
 from localcluster import LocalCluster
 from localcluster.audit import OPERATOR_USER
+from localcluster.operator_process import OperatorProcess
 from schedpolicy.core.wellknown import COST_ANNOTATION
 
-RATE = {"small": 20, "full": 100}  # replacements a second: a delete and a create each
-SECONDS = {"small": 120, "full": 600}
+# (replacements a second, seconds) per phase: a delete and a create each. First a rate the
+# controller can keep up with at the envelope (B8 of 2026-12-07: 4.6 writes a replacement at
+# 103 writes a second, so about 22 a second), then the issue's 100 a second.
+PHASES = {"small": ((10, 60), (20, 120)), "full": ((20, 300), (100, 600))}
 IN_FLIGHT = 64
+SERIALS = 1_000_000  # each phase names its pods from its own range
+DRAIN_SECONDS = 1800
 
 
 class _Meta(msgspec.Struct, frozen=True):
@@ -50,6 +56,7 @@ class _Meta(msgspec.Struct, frozen=True):
     namespace: str = ""
     annotations: dict[str, str] = {}
     labels: dict[str, str] = {}
+    resourceVersion: str = ""
 
 
 class _Spec(msgspec.Struct, frozen=True):
@@ -79,42 +86,60 @@ class Watched:
     cost: dict[str, str] = field(default_factory=dict)
     ripple_lags: list[float] = field(default_factory=list)
     events: int = 0
+    reconnects: int = 0
+    gone: str = ""  # why the watch stopped for good, if it did
 
 
 async def _watch(
     api: Api, since: str, seen: Watched, churned: set[str], stop: asyncio.Event
 ) -> None:
+    """Until `stop`; a stream the apiserver ends (a watch timeout, or a watcher it found too
+    slow while two cores are saturated) is resumed from the last resourceVersion seen."""
     decode = msgspec.json.Decoder(_Event).decode
-    path = f"/api/v1/pods?watch=1&resourceVersion={since}&allowWatchBookmarks=false"
-    async with api.session.get(
-        api.server + path, timeout=aiohttp.ClientTimeout(total=None)
-    ) as resp:
-        async for line in resp.content:
-            if stop.is_set():
+    while not stop.is_set():
+        path = f"/api/v1/pods?watch=1&resourceVersion={since}&allowWatchBookmarks=true"
+        async with api.session.get(
+            api.server + path, timeout=aiohttp.ClientTimeout(total=None)
+        ) as resp:
+            if resp.status != 200:
+                seen.gone = f"watch refused: HTTP {resp.status}"
                 return
-            now = time.monotonic()
-            ev = decode(line)
-            seen.events += 1
-            meta, node = ev.object.metadata, ev.object.spec.nodeName
-            cost = meta.annotations.get(COST_ANNOTATION)
-            owner = f"{meta.namespace}/{meta.labels.get('app', '')}"
-            if ev.type == "ADDED" and meta.name in churned:
-                seen.added[meta.uid] = now
-                seen.node_touched[node] = seen.set_touched[owner] = now
-            elif ev.type == "DELETED":
-                seen.node_touched[node] = seen.set_touched[owner] = now
-                if meta.uid not in seen.first_cost:
-                    # Replaced again before its first cost: nothing left to cost.
-                    seen.added.pop(meta.uid, None)
-            if cost is None or ev.type == "DELETED":
-                continue
-            if meta.uid in seen.added:
-                seen.first_cost.setdefault(meta.uid, now)
-            elif seen.cost.get(meta.uid, cost) != cost:
-                cause = max(seen.node_touched.get(node, 0.0), seen.set_touched.get(owner, 0.0))
-                if cause:
-                    seen.ripple_lags.append(now - cause)
-            seen.cost[meta.uid] = cost
+            async for line in resp.content:
+                if stop.is_set():
+                    return
+                ev = decode(line)
+                if ev.type == "ERROR":
+                    # 410 Gone: the events since `since` have left the watch cache.
+                    seen.gone = f"watch ended: {line[:200]!r}"
+                    return
+                since = ev.object.metadata.resourceVersion or since
+                if ev.type != "BOOKMARK":
+                    _seen(seen, ev, churned, time.monotonic())
+        seen.reconnects += 1
+
+
+def _seen(seen: Watched, ev: _Event, churned: set[str], now: float) -> None:
+    seen.events += 1
+    meta, node = ev.object.metadata, ev.object.spec.nodeName
+    cost = meta.annotations.get(COST_ANNOTATION)
+    owner = f"{meta.namespace}/{meta.labels.get('app', '')}"
+    if ev.type == "ADDED" and meta.name in churned:
+        seen.added[meta.uid] = now
+        seen.node_touched[node] = seen.set_touched[owner] = now
+    elif ev.type == "DELETED":
+        seen.node_touched[node] = seen.set_touched[owner] = now
+        if meta.uid not in seen.first_cost:
+            # Replaced again before its first cost: nothing left to cost.
+            seen.added.pop(meta.uid, None)
+    if cost is None or ev.type == "DELETED":
+        return
+    if meta.uid in seen.added:
+        seen.first_cost.setdefault(meta.uid, now)
+    elif seen.cost.get(meta.uid, cost) != cost:
+        cause = max(seen.node_touched.get(node, 0.0), seen.set_touched.get(owner, 0.0))
+        if cause:
+            seen.ripple_lags.append(now - cause)
+    seen.cost[meta.uid] = cost
 
 
 @dataclass
@@ -131,6 +156,7 @@ class Driver:
     tally: Tally = field(default_factory=Tally)
     churned: set[str] = field(default_factory=set)
     done: int = 0
+    serials: int = 0  # the first of this driver's pod numbers
 
     async def replace_one(self, sem: asyncio.Semaphore, serial: int) -> None:
         async with sem:
@@ -138,7 +164,7 @@ class Driver:
             namespace, name, _ = self.pods[i]
             owner_name = name.rsplit("-", 1)[0]
             node = self.rng.choice(self.nodes)
-            body = pod(self.owners[(namespace, owner_name)], 90_000 + serial, node, gpu=False)
+            body = pod(self.owners[(namespace, owner_name)], self.serials + serial, node, gpu=False)
             fresh = body["metadata"]["name"]
             self.churned.add(fresh)
             self.pods[i] = (namespace, fresh, node)
@@ -220,12 +246,38 @@ def run(
     nodes: list[str],
     size: str,
 ) -> dict[str, Any]:
-    rate, seconds = RATE[size], SECONDS[size]
+    """Each of the size's phases in turn, under one controller, each drained before the next;
+    then every pod's cost against a fresh recompute."""
     cpu_nodes = [n for n in nodes if "-cpu-" in n]
+    # The GPU set's pods stay: a replacement lands on a random CPU node.
     movable = [p for p in pods if not p[1].startswith("set-000-") or "-cpu-" in p[2]]
     op = start_operator(cluster, scale, None)
     op.wait_for_log("view synced", timeout=1800)
     time.sleep(10)
+    phases = []
+    for index, (rate, seconds) in enumerate(PHASES[size]):
+        phases.append(_phase(cluster, op, index, rate, seconds, movable, cpu_nodes))
+        print(f"B8 churn phase {index}: {phases[-1]}", flush=True)
+    final = api_.run(lambda api: expected(api, policy), cluster)
+    out = {
+        "phases": phases,
+        "controller": memory.of(op.proc.pid),
+        "wrong_after": len(wrong(final)),
+        "pods_after": len(final.costs),
+    }
+    op.stop()
+    return out
+
+
+def _phase(
+    cluster: LocalCluster,
+    op: OperatorProcess,
+    index: int,
+    rate: int,
+    seconds: int,
+    movable: list[tuple[str, str, str]],
+    cpu_nodes: list[str],
+) -> dict[str, Any]:
     writes_before = op.metric("schedpolicy_cost_writes_total", result="ok") or 0
     depth: list[float] = []
     started_at = datetime.now(UTC)
@@ -237,36 +289,41 @@ def run(
                 owners[(ns, rs["metadata"]["name"])] = rs
         _, listed = await api.request("GET", "/api/v1/pods?limit=1")
         seen, stop = Watched(), asyncio.Event()
-        driver = Driver(api, rate, owners, movable, cpu_nodes)
+        driver = Driver(api, rate, owners, movable, cpu_nodes, serials=SERIALS * (index + 1))
         watcher = asyncio.create_task(
             _watch(api, listed["metadata"]["resourceVersion"], seen, driver.churned, stop)
         )
+
+        driven, caught_up = asyncio.Event(), asyncio.Event()
 
         async def sample() -> None:
             while not stop.is_set():
                 depth.append(
                     await asyncio.to_thread(op.metric, "schedpolicy_write_queue_depth") or 0
                 )
+                # Caught up: the churn is over and the queue has been empty for 10 s.
+                if driven.is_set() and len(depth) >= 10 and not any(depth[-10:]):
+                    caught_up.set()
                 await asyncio.sleep(1)
 
         sampler = asyncio.create_task(sample())
         took = await driver.run(seconds)
-        # The tail: until the queue has drained and no new cost arrives for 10 s.
-        quiet = time.monotonic()
-        deadline = quiet + 300
-        last = len(seen.first_cost)
-        while time.monotonic() - quiet < 10 and time.monotonic() < deadline:
-            await asyncio.sleep(1)
-            if len(seen.first_cost) != last:
-                last, quiet = len(seen.first_cost), time.monotonic()
+        driven.set()
+        drained = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(caught_up.wait(), DRAIN_SECONDS)
+        drain = time.monotonic() - drained
         stop.set()
         watcher.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
         lags = [seen.first_cost[u] - seen.added[u] for u in seen.first_cost]
         return {
+            "target_per_second": rate,
             "replaced": driver.done,
             "seconds": round(took, 1),
             "achieved_per_second": round(driver.done / took, 1),
+            "drain_seconds": round(drain, 1),
+            "drained": drain < DRAIN_SECONDS,
             "driver_refused": {k: v for k, v in driver.tally.codes.items() if k >= 400},
             "driver_retried": driver.tally.retried,
             "watch": {
@@ -274,6 +331,8 @@ def run(
                 "new_pods_never_costed": len(set(seen.added) - set(seen.first_cost)),
                 "lag_rippled_pods": _percentiles(seen.ripple_lags),
                 "events": seen.events,
+                "reconnects": seen.reconnects,
+                "gone": seen.gone,
             },
             "churned": sorted(driver.churned),
         }
@@ -281,19 +340,13 @@ def run(
     out = api_.run(churn, cluster, concurrency=IN_FLIGHT + 8)
     churned = set(out.pop("churned"))
     writes = (op.metric("schedpolicy_cost_writes_total", result="ok") or 0) - writes_before
-    final = api_.run(lambda api: expected(api, policy), cluster)
     out.update(
-        target_per_second=rate,
         controller_writes=int(writes),
         queue_depth={
             "max": max(depth, default=0),
             "p99": _percentiles(depth)["p99"],
             "mean": round(statistics.fmean(depth), 1) if depth else None,
         },
-        controller=memory.of(op.proc.pid),
         audit=_audit_lags(cluster.workdir / "logs", started_at, churned),
-        wrong_after=len(wrong(final)),
-        pods_after=len(final.costs),
     )
-    op.stop()
     return out

@@ -112,52 +112,57 @@ def section_b8(r: dict[str, Any]) -> list[str]:
         f" {plane.get('kube-controller-manager', {}).get('peak_mib')} MiB.",
         "",
     ]
-    a, w = churn["audit"], churn["watch"]
-    per = churn["controller_writes"] / max(churn["replaced"], 1)
-    bound = last["writes_per_second"] / per if per else None
+    # One phase before churn came in phases (B8 of 2026-12-07).
+    for phase in churn.get("phases") or [churn]:
+        lines += _phase(phase, last)
     lines += [
-        f"**Churn** at {last['pods']} pods: {churn['target_per_second']} replacements a second"
-        f" asked (a delete and a bound create each), {churn['achieved_per_second']} achieved over"
-        f" {churn['seconds']} s ({churn['replaced']} replaced; the driver's requests refused:"
-        f" {churn['driver_refused'] or 'none'}).",
+        f"Pods whose stored cost differs from a fresh recompute after the churn:"
+        f" **{churn['wrong_after']}** of {churn['pods_after']}. Controller after the churn:"
+        f" {churn['controller']['rss_mib']} MiB (peak {churn['controller']['peak_mib']}).",
+    ]
+    return lines
+
+
+def _lag_row(what: str, lag: dict[str, Any]) -> str:
+    return row(what, lag["count"], lag["p50"], lag["p99"], lag["max"])
+
+
+def _phase(p: dict[str, Any], last: dict[str, Any]) -> list[str]:
+    a, w = p["audit"], p["watch"]
+    per = p["controller_writes"] / max(p["replaced"], 1)
+    bound = last["writes_per_second"] / per if per else 0
+    drain = (
+        f" The controller's queue was empty again {p['drain_seconds']} s after the churn stopped"
+        " (10 s of it empty included)."
+        if "drain_seconds" in p
+        else ""
+    )
+    return [
+        f"**Churn** at {last['pods']} pods: {p['target_per_second']} replacements a second"
+        f" asked (a delete and a bound create each), {p['achieved_per_second']} achieved over"
+        f" {p['seconds']} s ({p['replaced']} replaced; the driver's requests refused:"
+        f" {p['driver_refused'] or 'none'}).{drain}",
         "",
         *header("lag to the right cost (s)", "count", "p50", "p99", "max"),
-        row(
-            "new pods, audit log",
-            a["lag"]["count"],
-            a["lag"]["p50"],
-            a["lag"]["p99"],
-            a["lag"]["max"],
-        ),
-        row(
-            "new pods, watch",
-            w["lag_new_pods"]["count"],
-            w["lag_new_pods"]["p50"],
-            w["lag_new_pods"]["p99"],
-            w["lag_new_pods"]["max"],
-        ),
-        row(
-            "their node's and ReplicaSet's other pods, watch (a lower bound)",
-            w["lag_rippled_pods"]["count"],
-            w["lag_rippled_pods"]["p50"],
-            w["lag_rippled_pods"]["p99"],
-            w["lag_rippled_pods"]["max"],
+        _lag_row("new pods, audit log", a["lag"]),
+        _lag_row("new pods, watch", w["lag_new_pods"]),
+        _lag_row(
+            "their node's and ReplicaSet's other pods, watch (a lower bound)", w["lag_rippled_pods"]
         ),
         "",
         f"Each replacement cost the controller **{per:.1f} writes** (the new pod's, and the"
         " re-costs of its node's and its ReplicaSet's other pods). At the"
         f" {last['writes_per_second']} writes a second the controller sustained while it"
-        f" converged this fleet, that bounds the replacements it can keep right at about"
-        f" **{bound:.0f} a second** here; new pods go ahead of re-costs in its queue"
-        " (shell/write_queue.py), so their lag stays low above that rate while re-costs wait.",
+        " converged this fleet, that bounds the replacements it can keep right at about"
+        f" **{bound:.0f} a second** here. New pods go ahead of re-costs in its queue"
+        " (shell/write_queue.py), and their own bound is the write rate itself.",
         "",
-        f"Write queue depth: max {churn['queue_depth']['max']}, p99 {churn['queue_depth']['p99']},"
-        f" mean {churn['queue_depth']['mean']}. Controller writes refused by APF or etcd:"
+        f"Write queue depth: max {p['queue_depth']['max']}, p99 {p['queue_depth']['p99']},"
+        f" mean {p['queue_depth']['mean']}. Controller writes refused by APF or etcd:"
         f" {a['controller_writes_refused'] or 'none'} (a refused write is retried after a"
-        " timer, shell/write_queue.py). New pods never costed: audit"
-        f" {a['never_patched']}, watch {w['new_pods_never_costed']}. Pods whose stored cost"
-        f" differs from a fresh recompute at the end: **{churn['wrong_after']}** of"
-        f" {churn['pods_after']}. Controller after the churn: {churn['controller']['rss_mib']} MiB"
-        f" (peak {churn['controller']['peak_mib']}).",
+        f" timer, shell/write_queue.py). New pods never costed: audit {a['never_patched']},"
+        f" watch {w['new_pods_never_costed']}."
+        + (f" The watch was resumed {w['reconnects']} times." if w.get("reconnects") else "")
+        + (f" **{w['gone']}**: its figures stop there." if w.get("gone") else ""),
+        "",
     ]
-    return lines
