@@ -158,9 +158,10 @@ def _phase(p: dict[str, Any], last: dict[str, Any]) -> list[str]:
         " (shell/write_queue.py), and their own bound is the write rate itself.",
         "",
         f"Write queue depth: max {p['queue_depth']['max']}, p99 {p['queue_depth']['p99']},"
-        f" mean {p['queue_depth']['mean']}. Controller writes refused by APF or etcd:"
-        f" {a['controller_writes_refused'] or 'none'} (a refused write is retried after a"
-        f" timer, shell/write_queue.py). New pods never costed: audit {a['never_patched']},"
+        f" mean {p['queue_depth']['mean']}. Controller writes refused, by HTTP status:"
+        f" {a['controller_writes_refused'] or 'none'} (429 and 5xx are retried after a timer;"
+        " 409 and 422 mean the pod moved under the write, which is planned again from the"
+        f" watch). New pods never costed: audit {a['never_patched']},"
         f" watch {w['new_pods_never_costed']}."
         + (f" The watch was resumed {w['reconnects']} times." if w.get("reconnects") else "")
         + (f" **{w['gone']}**: its figures stop there." if w.get("gone") else ""),

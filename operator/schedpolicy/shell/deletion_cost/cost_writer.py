@@ -96,6 +96,7 @@ class CostWriter:
         plan = self.replan(pod)
         if plan.action == "none" or (plan.value is None and plan.karpenter is None):
             return
+        previous = self.last_write.get(uid)
         self.last_write[uid] = self.clock.monotonic()
         try:
             if plan.action == "write":
@@ -122,6 +123,14 @@ class CostWriter:
             metrics.COST_WRITES.labels(
                 result="not-found" if isinstance(err, Gone) else "conflict"
             ).inc()
+            # Nothing was written, so the interval between writes does not start: a pod whose
+            # version moved under the write (KWOK or the kubelet reporting it Running, in
+            # the same second it was bound) gets its first cost once the watch shows the new
+            # version, not minUpdateIntervalSeconds later.
+            if previous is None:
+                self.last_write.pop(uid, None)
+            else:
+                self.last_write[uid] = previous
             return
         except KubeError as err:
             metrics.COST_WRITES.labels(result="error").inc()
