@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench import fleet as common
 from bench.envelope.api import JSON, Api, Tally
+from localcluster.component import has_ready_condition
 
 LABEL = {"bench": "envelope"}
 GPU_PRODUCT = "NVIDIA-A100-SXM4-80GB"
@@ -233,12 +234,9 @@ async def _wait_nodes_ready(api: Api, names: set[str], within: float = 1800) -> 
 
 
 def _schedulable(node: JSON) -> bool:
-    ready = any(
-        c["type"] == "Ready" and c["status"] == "True"
-        for c in node.get("status", {}).get("conditions") or ()
-    )
     taints = node.get("spec", {}).get("taints") or ()
-    return ready and not any(t["key"] == "node.kubernetes.io/not-ready" for t in taints)
+    untainted = not any(t["key"] == "node.kubernetes.io/not-ready" for t in taints)
+    return has_ready_condition(node) and untainted
 
 
 async def _wait_running(api: Api, namespace: str, count: int, within: float = 3600) -> None:

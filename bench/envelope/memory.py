@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.convergence.process import rss_mib
 from localcluster import LocalCluster
 
 # The control plane's processes, measured for reference beside the install's own.
 MEASURED = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "schedpolicy-scheduler")
 
 
-def _status(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"no {field} in /proc/{pid}/status")
-
-
 def of(pid: int) -> dict[str, float]:
-    return {"rss_mib": _status(pid, "VmRSS"), "peak_mib": _status(pid, "VmHWM")}
+    return {"rss_mib": round(rss_mib(pid), 1), "peak_mib": round(rss_mib(pid, "VmHWM"), 1)}
 
 
 def _binary(pid: int, name: str) -> int:
