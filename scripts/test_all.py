@@ -120,7 +120,7 @@ class Runner:
 
     def _execute(self, stage: Stage) -> None:
         self._say(stage.name, "started: " + " ".join(stage.argv))
-        log = self.logs / (stage.name.replace(" ", "-").replace(",", "") + ".log")
+        log = self._log(stage)
         env = {**os.environ, **stage.env}
         with log.open("w") as out:
             proc = subprocess.Popen(
@@ -156,10 +156,29 @@ class Runner:
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
         )
 
+    def failures(self) -> str:
+        """What failed, again at the very end: CI keeps only the tail of the output, and a
+        failed stage's lines may have scrolled far above the table."""
+        parts = []
+        for s in self.stages.values():
+            if s.result != "failed":
+                continue
+            lines = self._log(s).read_text(errors="replace").splitlines()
+            picked = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "E   "))]
+            parts.append(f"{s.name} failed; from {self._log(s)}:")
+            parts.extend("  " + ln[:400] for ln in (picked[-40:] or lines[-40:]))
+        return "\n".join(parts)
+
+    def _log(self, stage: Stage) -> Path:
+        return self.logs / (stage.name.replace(" ", "-").replace(",", "") + ".log")
+
 
 def main() -> int:
     runner = Runner(plan(), REPO / ".cluster" / "test-logs")
     ok = runner.run()
+    failures = runner.failures()
+    if failures:
+        print("\n" + failures, flush=True)
     print("\nmake test, stage by stage:\n" + runner.table(), flush=True)
     return 0 if ok else 1
 
