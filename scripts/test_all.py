@@ -166,7 +166,7 @@ class Runner:
             lines = self._log(s).read_text(errors="replace").splitlines()
             picked = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "E   "))]
             parts.append(f"{s.name} failed; from {self._log(s)}:")
-            parts.extend("  " + ln[:400] for ln in (picked[-40:] or lines[-40:]))
+            parts.extend("  " + ln[:400] for ln in (picked[-25:] or lines[-25:]))
         return "\n".join(parts)
 
     def _log(self, stage: Stage) -> Path:
@@ -176,10 +176,10 @@ class Runner:
 def main() -> int:
     runner = Runner(plan(), REPO / ".cluster" / "test-logs")
     ok = runner.run()
+    print("\nmake test, stage by stage:\n" + runner.table(), flush=True)
     failures = runner.failures()
     if failures:
         print("\n" + failures, flush=True)
-    print("\nmake test, stage by stage:\n" + runner.table(), flush=True)
     return 0 if ok else 1
 
 
