@@ -1,56 +1,15 @@
 """bench/REPORT.md, from bench/results/*.json: each benchmark's section, rendered beside its
-code (with its plots), in ORDER."""
+code (with its plots), in the order of bench/registry.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from bench import charts
-from bench.admission.section import section_b3, section_b3_cost, section_b3_memory
-from bench.convergence.section import section_b1, section_b2
-from bench.envelope.section import section_b8
-from bench.gpu_hours.section import section_b6
-from bench.packing.section import section_b4, section_b4_dra, section_b4c
-from bench.scaledown.section import section_b5, section_b5g
-from bench.serving.section import section_b7, section_b7e
+from bench.registry import BENCHMARKS, DAY, of_result
 
 REPORT = charts.RESULTS.parent / "REPORT.md"
-ORDER = (
-    "b1-convergence",
-    "b2-memory",
-    "b3-webhook",
-    "b3m-webhook-memory",
-    "b3p-policy-cost",
-    "b4-packing",
-    "b4-dra-packing",
-    "b4c-churn",
-    "b5-scaledown",
-    "b5g-gpu-scaledown",
-    "b6-gpu-hours",
-    "b7-serving",
-    "b7e-no-eviction",
-    "b8-envelope",
-)
-# Results of a benchmark run on another day of its trace: `<key>-day<N>`, after the key's own.
-DAY = "-day"
-SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "b1-convergence": section_b1,
-    "b2-memory": section_b2,
-    "b3-webhook": section_b3,
-    "b3m-webhook-memory": section_b3_memory,
-    "b3p-policy-cost": section_b3_cost,
-    "b4-packing": section_b4,
-    "b4-dra-packing": section_b4_dra,
-    "b4c-churn": section_b4c,
-    "b5-scaledown": section_b5,
-    "b5g-gpu-scaledown": section_b5g,
-    "b6-gpu-hours": section_b6,
-    "b7-serving": section_b7,
-    "b7e-no-eviction": section_b7e,
-    "b8-envelope": section_b8,
-}
 
 
 def load() -> dict[str, dict[str, Any]]:
@@ -62,15 +21,15 @@ def section(key: str, result: dict[str, Any]) -> list[str]:
     the error it failed with."""
     if "error" in result:
         return [f"## {result['name']}", "", f"Failed: `{result['error']}`", ""]
-    title, *body = SECTIONS[key.split(DAY)[0]](result)
+    bench = of_result(key)
+    assert bench is not None, key
+    title, *body = bench.section(result)
     return [f"{title} (scale: {result.get('scale')})", *body, ""]
 
 
 def write() -> str:
     results = load()
-    scales = sorted(
-        {str(r.get("scale")) for k, r in results.items() if k.split(DAY)[0] in SECTIONS}
-    )
+    scales = sorted({str(r.get("scale")) for k, r in results.items() if of_result(k) is not None})
     lines = [
         "# Benchmarks",
         "",
@@ -81,7 +40,8 @@ def write() -> str:
         "numbers on a shared 2-core machine are noise.",
         "",
     ]
-    for key in ORDER:
+    for bench in BENCHMARKS:
+        key = bench.key
         for found in sorted(k for k in results if k == key or k.startswith(key + DAY)):
             lines += section(found, results[found])
     REPORT.write_text("\n".join(lines))

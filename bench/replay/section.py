@@ -5,6 +5,7 @@ writes in the product lanes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bench.replay import lane_spec
@@ -218,3 +219,18 @@ def timers_table(r: dict[str, Any]) -> list[str]:
         " pod-deletion-cost on Karpenter's nodes to the gate and writes"
         " karpenter.sh/disruption-cost on the same clock.",
     ]
+
+
+def lanes_headline(tag: str) -> Callable[[dict[str, Any]], str]:
+    """The last line a replay benchmark prints: each lane's median GPU node-hours, dollars and
+    serving pods disrupted."""
+
+    def headline(r: dict[str, Any]) -> str:
+        return f"{tag} " + "; ".join(
+            f"{name}: {lane['gpu_node_hours']['median']} GPU node-h,"
+            f" ${lane['dollars']['median']}, {lane['serving_pods_disrupted']['median']} serving"
+            " pods disrupted"
+            for name, lane in r["lanes"].items()
+        )
+
+    return headline
