@@ -113,7 +113,7 @@ test: venv ## everything CI runs (the reliability suite is part of e2e)
 
 SCALE ?= full
 .PHONY: bench
-bench: venv ## benchmarks B1-B7 (SCALE=small for a quick pass, ONLY=B2 for a subset; B7/B7E: DAY=12, TRACE=file, LANES=a,b); writes bench/REPORT.md
+bench: venv ## benchmarks B1-B8 (SCALE=small for a quick pass, ONLY=B2 for a subset, bench/registry.py lists them; B7/B7E: DAY=12, TRACE=file, LANES=a,b); writes bench/REPORT.md
 	@$(BUILD) control-plane helm karpenter
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(PY) -m bench --scale $(SCALE) $(if $(ONLY),--only $(ONLY)) $(if $(DAY),--day $(DAY)) $(if $(TRACE),--trace $(TRACE)) $(if $(LANES),--lanes $(LANES))
