@@ -138,6 +138,18 @@ def node_claims(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
     return {c["status"]["nodeName"]: c for c in listed if c.get("status", {}).get("nodeName")}
 
 
+def claims_of(cluster: LocalCluster, names: set[str]) -> dict[str, dict[str, Any]]:
+    """NodeClaims by node, once each of `names` shows in one. Karpenter untaints a node it
+    registers a moment before it writes the node's name into its NodeClaim's status, and a
+    pod can be bound and Running in between; a node no NodeClaim ever names still fails."""
+
+    def named() -> dict[str, dict[str, Any]] | None:
+        claims = node_claims(cluster)
+        return claims if names <= set(claims) else None
+
+    return wait_until(named, within=60, what=f"the NodeClaims of {sorted(names)}")
+
+
 def nodes(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
     return {n["metadata"]["name"]: n for n in get_json(cluster, "nodes")["items"]}
 

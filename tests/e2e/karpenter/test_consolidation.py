@@ -21,6 +21,7 @@ from tests.e2e.karpenter.conftest import (
     KARPENTER_USER,
     SPOT_FIRST,
     annotation,
+    claims_of,
     deployment,
     node_claims,
     nodes,
@@ -74,7 +75,7 @@ def test_a_scale_down_by_our_costs_empties_spot_nodes_and_karpenter_removes_exac
     on_demand_nodes = set(capacity) - spot_nodes
     assert spot_nodes
     assert on_demand_nodes
-    claims = node_claims(kcluster)
+    claims = claims_of(kcluster, spot_nodes)
     spot_claims = {claims[n]["metadata"]["name"] for n in spot_nodes}
 
     kcluster.kubectl("scale", "-n", ns, "deployment/app", "--replicas=2")
