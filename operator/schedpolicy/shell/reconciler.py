@@ -64,7 +64,7 @@ class StatusPace:
 
     interval: float
     last: float = -1e9
-    gap: float = 0.0
+    gap: float = 0.0  # 0 until the first report: the interval alone
 
     def wait(self, now: float) -> float:
         return self.last + max(self.gap, self.interval) - now
@@ -229,9 +229,9 @@ class Reconciler:
             wait = self.status_pace.wait(self.clock.monotonic())
             if wait <= 0:
                 self._counts_dirty = False
-                started = self.clock.monotonic()
+                report_started = self.clock.monotonic()
                 await self.reconcile_policy_statuses()
-                self.status_pace.ran(started, self.clock.monotonic())
+                self.status_pace.ran(report_started, self.clock.monotonic())
             else:
                 asyncio.get_running_loop().call_later(wait, self._wake.set)
 
