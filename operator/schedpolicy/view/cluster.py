@@ -18,7 +18,7 @@ from typing import Any
 from schedpolicy.core.deletion_cost import karpenter_gate
 from schedpolicy.core.deletion_cost.samples import Rejection, Sample
 from schedpolicy.core.deletion_cost.signals import registry
-from schedpolicy.core.deletion_cost.signals.base import Ripple, SignalKind
+from schedpolicy.core.deletion_cost.signals.base import Ripple, SignalKind, ZoneCounts
 from schedpolicy.core.policy.matching import Policy
 from schedpolicy.core.wellknown import COST_ANNOTATION, GPU_RESOURCE, INSTANCE_TYPE_LABEL
 from schedpolicy.view import wire
@@ -35,6 +35,7 @@ from schedpolicy.view.records import (
     policy_object,
     replicaset_record,
 )
+from schedpolicy.view.zone_spreads import ZoneSpreads, narrowing
 
 __all__ = [
     "COST_ANNOTATION",
@@ -90,12 +91,6 @@ class Affected:
 SampleKey = tuple[str, int, str, str]  # pod UID, port, path, metric
 
 
-@dataclass(frozen=True)
-class ZoneCounts:
-    counts: Mapping[str, int]
-    ranks: Mapping[str, int]  # pod UID -> position in its zone, oldest first
-
-
 class ClusterView:
     def __init__(self) -> None:
         self._policies: dict[str, PolicyObject] = {}
@@ -110,13 +105,13 @@ class ClusterView:
         self.eligible_nodes_by_zone: dict[str, set[str]] = defaultdict(set)
         self._eligible_zones: frozenset[str] | None = None
         self._instance_types: frozenset[str] | None = None
-        self._zone_cache: dict[str, ZoneCounts] = {}
         self.devices = DeviceIndex()
         self.karpenter_gate = karpenter_gate.Memory()  # Karpenter's gate, once seen at work
         # What re-costs pods, from the signals' registry (see recosting()).
         node_fields, ripples = recosting(registry.SIGNALS)
         self._cost_inputs: Callable[[NodeRecord], tuple[object, ...]] = attrgetter(*node_fields)
         self._watches = tuple(Watch.of(r) for r in ripples)
+        self._spreads = ZoneSpreads(narrowing(ripples))
 
     # -- policies
 
@@ -185,7 +180,7 @@ class ClusterView:
         """The other pods whose cost a pod's change moves, as each signal's Ripple says."""
         affected = rippled(self._watches, old, new)
         for rs in affected.replicasets:
-            self._zone_cache.pop(rs, None)
+            self._spreads.invalidate(rs)
         return affected
 
     # -- nodes
@@ -234,7 +229,7 @@ class ClusterView:
                     del self.eligible_nodes_by_zone[record.zone]
         self._eligible_zones = None
         if self.eligible_zones() != before:
-            self._zone_cache.clear()
+            self._spreads.clear()
             affected.all_pods = True
         elif (old.zone if old else None) != (new.zone if new else None):
             record = new or old
@@ -243,7 +238,7 @@ class ClusterView:
                 rs = self.pods[uid].replicaset_uid
                 if rs is not None:
                     affected.replicasets.add(rs)
-                    self._zone_cache.pop(rs, None)
+                    self._spreads.invalidate(rs)
         return affected
 
     def node_names(self) -> set[str]:
@@ -275,6 +270,16 @@ class ClusterView:
     def pods_in_replicaset(self, uid: str) -> Set[str]:
         return self._index.in_replicaset(uid)
 
+    def respread(self, uid: str) -> Set[str]:
+        """The pods of a ReplicaSet whose cost its changed zone spread may move, since the
+        last time this was asked (view/zone_spreads.py)."""
+        now = self.zone_spread(uid)
+        return self._spreads.moved(uid, now, self.eligible_zones(), self._index.in_replicaset(uid))
+
+    def replanning_all(self) -> None:
+        """Every pod is about to be planned: no spread need be compared."""
+        self._spreads.forget_reads()
+
     def unbound_pods(self) -> Set[str]:
         """UIDs of the pods no node is bound to yet."""
         return self._index.unbound()
@@ -305,7 +310,7 @@ class ClusterView:
         position in its zone, oldest first. Cached until one of its pods or a node changes."""
         if replicaset_uid is None:
             return ZoneCounts(dict.fromkeys(self.eligible_zones(), 0), {})
-        cached = self._zone_cache.get(replicaset_uid)
+        cached = self._spreads.get(replicaset_uid)
         if cached is not None:
             return cached
         members: dict[str, list[PodRecord]] = defaultdict(list)
@@ -321,7 +326,7 @@ class ClusterView:
             for rank, pod in enumerate(sorted(pods, key=lambda p: (p.created, p.name))):
                 ranks[pod.uid] = rank
         spread = ZoneCounts(counts, ranks)
-        self._zone_cache[replicaset_uid] = spread
+        self._spreads.put(replicaset_uid, spread)
         return spread
 
     def zone_counts(self, replicaset_uid: str | None) -> dict[str, int]:

@@ -31,16 +31,17 @@ class Dirty:
         return names
 
     def take_pods(self, view: ClusterView) -> set[str]:
-        """The pods whose costs to plan (those on a touched node or in a touched
-        ReplicaSet too), forgotten now."""
+        """The pods whose costs to plan (those on a touched node too, and those of a
+        touched ReplicaSet that its new zone spread moves), forgotten now."""
         affected = self._affected
         self._affected = Affected(label_nodes=affected.label_nodes)
         if self._all_pods or affected.all_pods:
             self._all_pods = False
+            view.replanning_all()
             return set(view.pods)
         uids = set(affected.pods)
         for node in affected.nodes:
             uids |= view.pods_on_node(node)
         for rs in affected.replicasets:
-            uids |= view.pods_in_replicaset(rs)
+            uids |= view.respread(rs)
         return uids

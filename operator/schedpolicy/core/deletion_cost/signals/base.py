@@ -7,7 +7,7 @@ scorer dispatch and the view's ripple all derive from that list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
@@ -19,6 +19,21 @@ from schedpolicy.core.policy.model import Model
 
 if TYPE_CHECKING:
     from schedpolicy.core.deletion_cost.signals.metric import MetricSignal
+
+
+@dataclass(frozen=True)
+class ZoneCounts:
+    """A ReplicaSet's active pods per zone (every eligible zone present, maybe 0), and each
+    pod's position in its zone, oldest first."""
+
+    counts: Mapping[str, int]
+    ranks: Mapping[str, int]  # pod UID -> 0-based position in its zone
+
+
+# Of a ReplicaSet's pods (the last argument), those whose cost may differ between any of the
+# spreads their costs were last planned against and the ReplicaSet's spread now, given the
+# eligible zones.
+Narrow = Callable[[Sequence[ZoneCounts], ZoneCounts, frozenset[str], Set[str]], Set[str]]
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,10 @@ class Ripple:
     scope: Literal["node", "replicaset"]
     when: str
     fields: tuple[str, ...]
+    # For the ReplicaSet scope: which of its pods a change of its zone spread re-costs.
+    # None: all of them. One create in a ReplicaSet of 1,000 re-planned all 1,000 (B8's
+    # churn at 150k pods, bench/profiles/b8-churn-controller.txt) to move the cost of a few.
+    narrow: Narrow | None = None
 
 
 P = TypeVar("P", bound=Model)

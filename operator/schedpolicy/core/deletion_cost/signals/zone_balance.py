@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field
 
-from schedpolicy.core.deletion_cost.signals.base import PodFacts, Ripple, Score, SignalKind
+from schedpolicy.core.deletion_cost.signals.base import (
+    PodFacts,
+    Ripple,
+    Score,
+    SignalKind,
+    ZoneCounts,
+)
 from schedpolicy.core.policy.model import MAX_POINTS, Model
 from schedpolicy.core.wellknown import ZONE_LABEL
 
@@ -48,6 +55,30 @@ def score(params: ZoneBalanceSignal, facts: PodFacts, now: datetime) -> Score:
     )
 
 
+def moved(
+    before: Sequence[ZoneCounts], after: ZoneCounts, eligible: frozenset[str], members: Set[str]
+) -> Set[str]:
+    """The pods whose score may differ between a spread in `before` and `after`: those whose
+    place above the least-filled zone changed, and those unranked in either (not active, or
+    on no zoned node), which `score` reads otherwise. A pod's score is its place above the
+    least-filled zone times a nonzero parameter, so nothing else can move it."""
+    if not eligible:
+        return set()  # every pod scores 0
+    least_after = min(after.counts.get(z, 0) for z in eligible)
+    out: set[str] = set()
+    for spread in before:
+        least = min(spread.counts.get(z, 0) for z in eligible)
+        for uid in members:
+            was, now = spread.ranks.get(uid), after.ranks.get(uid)
+            if (
+                was is None
+                or now is None
+                or max(0, was + 1 - least) != max(0, now + 1 - least_after)
+            ):
+                out.add(uid)
+    return out
+
+
 KIND = SignalKind(
     "ZoneBalance",
     "zoneBalance",
@@ -56,5 +87,7 @@ KIND = SignalKind(
     optional=True,
     node_fields=("labels",),
     # A pod that comes, goes or moves changes its ReplicaSet's spread over the zones.
-    ripple=Ripple("replicaset", when="active", fields=("replicaset_uid", "node_name")),
+    ripple=Ripple(
+        "replicaset", when="active", fields=("replicaset_uid", "node_name"), narrow=moved
+    ),
 )
