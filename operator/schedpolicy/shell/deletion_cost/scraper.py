@@ -31,18 +31,25 @@ class Scraper:
         self.limit = asyncio.Semaphore(concurrency)
 
     def targets(self) -> list[Target]:
-        policies = {p.name: p for p in self.view.policies()}
-        found: list[Target] = []
-        for uid, outcome in self.reconciler.outcomes.items():
-            pod = self.view.pods.get(uid)
-            policy = policies.get(outcome.cost_policy or "")
-            if pod is None or policy is None or not pod.active or pod.pod_ip is None:
-                continue
+        # The policies that scrape first, then only their pods: a look at every pod's outcome
+        # took 9% of the controller at 150k pods (B8's churn) with no policy scraping at all.
+        sources: dict[str, list[tuple[PrometheusSource, int]]] = {}
+        for policy in self.view.policies():
             spec = policy.spec.deletion_cost
             for signal in spec.signals if spec else ():
                 metric = signal.params()
                 if isinstance(metric, MetricSignal) and metric.prometheus is not None:
-                    found.append((pod, metric.prometheus, metric.max_age_seconds))
+                    pair = (metric.prometheus, metric.max_age_seconds)
+                    sources.setdefault(policy.name, []).append(pair)
+        found: list[Target] = []
+        if not sources:
+            return found
+        for uid, outcome in self.reconciler.outcomes.items():
+            scraped = sources.get(outcome.cost_policy or "")
+            pod = self.view.pods.get(uid) if scraped else None
+            if pod is None or not pod.active or pod.pod_ip is None:
+                continue
+            found.extend((pod, source, age) for source, age in scraped or ())
         return found
 
     async def run(self) -> None:
