@@ -46,10 +46,12 @@ class Scraper:
             return found
         for uid, outcome in self.reconciler.outcomes.items():
             scraped = sources.get(outcome.cost_policy or "")
-            pod = self.view.pods.get(uid) if scraped else None
+            if not scraped:
+                continue
+            pod = self.view.pods.get(uid)
             if pod is None or not pod.active or pod.pod_ip is None:
                 continue
-            found.extend((pod, source, age) for source, age in scraped or ())
+            found.extend((pod, source, age) for source, age in scraped)
         return found
 
     async def run(self) -> None:
